@@ -1,0 +1,393 @@
+//! A served file as an ordered list of extents: ranges of the source file,
+//! small owned byte buffers (patched headers, wrappers, the marker, a TOC),
+//! zeros, and ranges of decoded (decompressed) blobs.
+//!
+//! Planners build a `Layout` by editing it like a byte buffer (`write_at`,
+//! `delete`, `push_*`) without ever copying source bytes, so a 1.3 GB
+//! library becomes a handful of extents whose total length is known from
+//! headers alone. `read_at` binary-searches the extents.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::bundle::{ccob, BundleError, CcobHeader};
+use crate::io::{read_exact_at, ReadAt};
+
+#[derive(Debug, Error)]
+pub enum LayoutError {
+    #[error("source read failed: {0}")]
+    Io(#[from] io::Error),
+    #[error("decoding a compressed bundle failed: {0}")]
+    Decode(#[from] BundleError),
+    #[error("edit outside the layout: {off:#x}+{len:#x} > {total:#x}")]
+    OutOfRange { off: u64, len: u64, total: u64 },
+}
+
+/// A compressed blob of the source whose decoded bytes some extents use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BlobRef {
+    /// Offset of the CCOB in the source file.
+    pub at: u64,
+    /// Its length including the header.
+    pub len: u64,
+    pub header: CcobHeader,
+}
+
+impl BlobRef {
+    pub fn decoded_len(&self) -> u64 {
+        self.header.uncompressed_size
+    }
+}
+
+/// Supplies decoded blobs; the view implements it with a shared LRU so each
+/// blob is decoded once, tests use [`Uncached`].
+pub trait BlobStore: Send + Sync {
+    fn decoded(&self, src: &dyn ReadAt, blob: &BlobRef) -> Result<Arc<[u8]>, LayoutError>;
+}
+
+/// Decodes on every request (tests, one-shot tools).
+pub struct Uncached;
+
+impl BlobStore for Uncached {
+    fn decoded(&self, src: &dyn ReadAt, blob: &BlobRef) -> Result<Arc<[u8]>, LayoutError> {
+        Ok(ccob::decode(src, blob.at, blob.len, &blob.header)?.into())
+    }
+}
+
+#[derive(Clone)]
+pub enum Piece {
+    /// Source bytes starting at `offset`.
+    Source { offset: u64 },
+    /// Owned bytes starting at `offset` into `data`.
+    Bytes { data: Arc<[u8]>, offset: usize },
+    Zeros,
+    /// Decoded bytes of `blob` starting at `offset`.
+    Blob { blob: Arc<BlobRef>, offset: u64 },
+}
+
+impl fmt::Debug for Piece {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Piece::Source { offset } => write!(f, "Source@{offset:#x}"),
+            Piece::Bytes { data, offset } => write!(f, "Bytes[{}]@{offset}", data.len()),
+            Piece::Zeros => write!(f, "Zeros"),
+            Piece::Blob { blob, offset } => write!(f, "Blob({:#x})@{offset:#x}", blob.at),
+        }
+    }
+}
+
+impl Piece {
+    fn advanced(&self, by: u64) -> Piece {
+        match self {
+            Piece::Source { offset } => Piece::Source { offset: offset + by },
+            Piece::Bytes { data, offset } => Piece::Bytes { data: data.clone(), offset: offset + by as usize },
+            Piece::Zeros => Piece::Zeros,
+            Piece::Blob { blob, offset } => Piece::Blob { blob: blob.clone(), offset: offset + by },
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Extent {
+    pub start: u64,
+    pub len: u64,
+    pub piece: Piece,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Layout {
+    extents: Vec<Extent>,
+    len: u64,
+}
+
+impl Layout {
+    pub fn new() -> Layout {
+        Layout::default()
+    }
+
+    /// The whole source file, unchanged.
+    pub fn passthrough(len: u64) -> Layout {
+        let mut l = Layout::new();
+        l.push_source(0, len);
+        l
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn extents(&self) -> &[Extent] {
+        &self.extents
+    }
+
+    /// Bytes of the layout that are owned (not source, blob or zeros):
+    /// what a plan costs in memory.
+    pub fn owned_bytes(&self) -> u64 {
+        self.extents.iter().filter(|e| matches!(e.piece, Piece::Bytes { .. })).map(|e| e.len).sum()
+    }
+
+    fn push(&mut self, len: u64, piece: Piece) {
+        if len == 0 {
+            return;
+        }
+        self.extents.push(Extent { start: self.len, len, piece });
+        self.len += len;
+    }
+
+    pub fn push_source(&mut self, offset: u64, len: u64) {
+        self.push(len, Piece::Source { offset });
+    }
+
+    pub fn push_bytes(&mut self, bytes: impl Into<Arc<[u8]>>) {
+        let data: Arc<[u8]> = bytes.into();
+        let len = data.len() as u64;
+        self.push(len, Piece::Bytes { data, offset: 0 });
+    }
+
+    pub fn push_zeros(&mut self, len: u64) {
+        self.push(len, Piece::Zeros);
+    }
+
+    pub fn push_blob(&mut self, blob: Arc<BlobRef>, offset: u64, len: u64) {
+        self.push(len, Piece::Blob { blob, offset });
+    }
+
+    /// Index of the extent containing `pos` (`pos < len`).
+    fn find(&self, pos: u64) -> usize {
+        self.extents.partition_point(|e| e.start + e.len <= pos)
+    }
+
+    /// Makes `pos` an extent boundary; returns the index of the extent that
+    /// starts at `pos` (or `extents.len()` at the end).
+    fn split_at(&mut self, pos: u64) -> usize {
+        let i = self.find(pos);
+        if i == self.extents.len() || self.extents[i].start == pos {
+            return i;
+        }
+        let e = &self.extents[i];
+        let head = pos - e.start;
+        let tail = Extent { start: pos, len: e.len - head, piece: e.piece.advanced(head) };
+        self.extents[i].len = head;
+        self.extents.insert(i + 1, tail);
+        i + 1
+    }
+
+    fn check(&self, off: u64, len: u64) -> Result<(), LayoutError> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(LayoutError::OutOfRange { off, len, total: self.len }),
+        }
+    }
+
+    /// Overwrites `[off, off+bytes.len())`, which must lie inside the layout.
+    pub fn write_at(&mut self, off: u64, bytes: &[u8]) -> Result<(), LayoutError> {
+        let len = bytes.len() as u64;
+        self.check(off, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let a = self.split_at(off);
+        let b = self.split_at(off + len);
+        let data: Arc<[u8]> = bytes.into();
+        self.extents.splice(a..b, [Extent { start: off, len, piece: Piece::Bytes { data, offset: 0 } }]);
+        Ok(())
+    }
+
+    /// Removes `[off, off+len)`; later bytes move down.
+    pub fn delete(&mut self, off: u64, len: u64) -> Result<(), LayoutError> {
+        self.check(off, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let a = self.split_at(off);
+        let b = self.split_at(off + len);
+        self.extents.drain(a..b);
+        for e in &mut self.extents[a..] {
+            e.start -= len;
+        }
+        self.len -= len;
+        Ok(())
+    }
+
+    /// Reads the current content of `[off, off+len)` into a new vector
+    /// (planners use it on headers only).
+    pub fn read_vec(&self, off: u64, len: usize, src: &dyn ReadAt) -> Result<Vec<u8>, LayoutError> {
+        self.check(off, len as u64)?;
+        let mut v = vec![0u8; len];
+        self.read_at(off, &mut v, src, &Uncached)?;
+        Ok(v)
+    }
+
+    /// Fills `buf` from `offset`; returns the bytes read (short only at the
+    /// end of the layout). A source that is shorter than planned is an
+    /// error, never silently wrong bytes.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8], src: &dyn ReadAt, blobs: &dyn BlobStore) -> Result<usize, LayoutError> {
+        if offset >= self.len || buf.is_empty() {
+            return Ok(0);
+        }
+        let total = (buf.len() as u64).min(self.len - offset) as usize;
+        let mut done = 0usize;
+        let mut i = self.find(offset);
+        while done < total {
+            let Some(e) = self.extents.get(i) else { break };
+            let pos = offset + done as u64;
+            let within = pos - e.start;
+            let n = ((e.len - within) as usize).min(total - done);
+            let out = &mut buf[done..done + n];
+            match &e.piece {
+                Piece::Source { offset: so } => read_exact_at(src, so + within, out)?,
+                Piece::Bytes { data, offset: bo } => {
+                    let s = bo + within as usize;
+                    out.copy_from_slice(&data[s..s + n]);
+                }
+                Piece::Zeros => out.fill(0),
+                Piece::Blob { blob, offset: bo } => {
+                    let d = blobs.decoded(src, blob)?;
+                    let s = (bo + within) as usize;
+                    let slice = d.get(s..s + n).ok_or_else(|| {
+                        LayoutError::Decode(BundleError::Ccob { at: blob.at, what: "decoded blob shorter than planned".into() })
+                    })?;
+                    out.copy_from_slice(slice);
+                }
+            }
+            done += n;
+            i += 1;
+        }
+        Ok(done)
+    }
+
+    /// Reads the whole layout (tests and small files only).
+    pub fn materialize(&self, src: &dyn ReadAt, blobs: &dyn BlobStore) -> Result<Vec<u8>, LayoutError> {
+        let mut v = vec![0u8; self.len as usize];
+        let n = self.read_at(0, &mut v, src, blobs)?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    /// Merges neighbours that continue each other (adjacent source ranges,
+    /// owned buffers, zeros) so serving walks as few extents as possible.
+    pub fn compact(&mut self) {
+        let mut out: Vec<Extent> = Vec::with_capacity(self.extents.len());
+        let mut pending: Vec<u8> = Vec::new();
+        let mut pending_start = 0u64;
+        let flush = |out: &mut Vec<Extent>, pending: &mut Vec<u8>, start: u64| {
+            if !pending.is_empty() {
+                let data: Arc<[u8]> = std::mem::take(pending).into();
+                out.push(Extent { start, len: data.len() as u64, piece: Piece::Bytes { data, offset: 0 } });
+            }
+        };
+        for e in self.extents.drain(..) {
+            if let Piece::Bytes { data, offset } = &e.piece {
+                if pending.is_empty() {
+                    pending_start = e.start;
+                }
+                pending.extend_from_slice(&data[*offset..*offset + e.len as usize]);
+                continue;
+            }
+            flush(&mut out, &mut pending, pending_start);
+            if let Some(last) = out.last_mut() {
+                let merged = match (&last.piece, &e.piece) {
+                    (Piece::Source { offset: a }, Piece::Source { offset: b }) => a + last.len == *b,
+                    (Piece::Zeros, Piece::Zeros) => true,
+                    (Piece::Blob { blob: x, offset: a }, Piece::Blob { blob: y, offset: b }) => {
+                        Arc::ptr_eq(x, y) && a + last.len == *b
+                    }
+                    _ => false,
+                };
+                if merged {
+                    last.len += e.len;
+                    continue;
+                }
+            }
+            out.push(e);
+        }
+        flush(&mut out, &mut pending, pending_start);
+        self.extents = out;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn model_apply(model: &mut Vec<u8>, layout: &mut Layout, op: &(u8, u64, u64, u8)) {
+        let (kind, a, b, byte) = *op;
+        let len = model.len() as u64;
+        match kind % 5 {
+            0 => {
+                let src_off = a % 1000;
+                let n = b % 50;
+                model.extend((src_off..src_off + n).map(|i| (i % 251) as u8));
+                layout.push_source(src_off, n);
+            }
+            1 => {
+                let n = (b % 20) as usize;
+                model.extend(std::iter::repeat_n(byte, n));
+                layout.push_bytes(vec![byte; n]);
+            }
+            2 => {
+                model.extend(std::iter::repeat_n(0, (b % 30) as usize));
+                layout.push_zeros(b % 30);
+            }
+            3 if len > 0 => {
+                let off = a % len;
+                let n = (b % 16).min(len - off) as usize;
+                model[off as usize..off as usize + n].fill(byte);
+                layout.write_at(off, &vec![byte; n]).unwrap();
+            }
+            4 if len > 0 => {
+                let off = a % len;
+                let n = (b % 40).min(len - off);
+                model.drain(off as usize..(off + n) as usize);
+                layout.delete(off, n).unwrap();
+            }
+            _ => {}
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn edits_match_a_byte_buffer(ops in proptest::collection::vec((any::<u8>(), any::<u64>(), any::<u64>(), any::<u8>()), 0..60),
+                                     reads in proptest::collection::vec((any::<u64>(), 0usize..200), 1..20)) {
+            let src: Vec<u8> = (0..2000u32).map(|i| (i % 251) as u8).collect();
+            let mut model = Vec::new();
+            let mut layout = Layout::new();
+            for op in &ops {
+                model_apply(&mut model, &mut layout, op);
+            }
+            prop_assert_eq!(layout.len(), model.len() as u64);
+            let mut compacted = layout.clone();
+            compacted.compact();
+            for l in [&layout, &compacted] {
+                prop_assert_eq!(&l.materialize(&src, &Uncached).unwrap(), &model);
+                for (off, n) in &reads {
+                    let off = if model.is_empty() { 0 } else { off % (model.len() as u64 + 5) };
+                    let mut buf = vec![0xAAu8; *n];
+                    let got = l.read_at(off, &mut buf, &src, &Uncached).unwrap();
+                    let want: &[u8] = model.get(off as usize..).map(|s| &s[..s.len().min(*n)]).unwrap_or(&[]);
+                    prop_assert_eq!(&buf[..got], want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn short_source_is_an_error() {
+        let src = vec![1u8; 10];
+        let l = Layout::passthrough(20);
+        let mut buf = [0u8; 20];
+        assert!(l.read_at(0, &mut buf, &src, &Uncached).is_err());
+        let mut l = Layout::new();
+        l.push_zeros(4);
+        assert!(l.write_at(2, &[1, 2, 3]).is_err());
+        assert!(l.delete(5, 0).is_err());
+    }
+}

@@ -1,0 +1,19 @@
+//! kpackfs-core: the platform-independent engine of kpackfs.
+//!
+//! It knows bytes and paths only — no FUSE, no Dokan. The adapters call the
+//! [`view::View`]; everything format-specific lives here:
+//! offload bundles and CCOB ([`bundle`]), target IDs ([`target`]), the HIP
+//! wrapper ([`wrapper`]), the kpack marker ([`marker`]), `.kpack` archives
+//! ([`kpack`]), the ELF and PE planners ([`elf`], [`coff`]) that express the
+//! reference kpack transform as a lazy [`layout::Layout`], database file
+//! rules ([`db`]), and the offline paths ([`bake`], [`inspect`], [`resolve`]).
+
+pub mod bundle;
+pub mod io;
+pub mod kpack;
+pub mod layout;
+pub mod marker;
+pub mod msgpack;
+pub mod target;
+pub mod wrapper;
+pub mod elf;

@@ -1,0 +1,317 @@
+//! AMDGPU target IDs (`gfx90a:sramecc+:xnack-`), the loader's compatibility
+//! rules, and the user's target selection.
+//!
+//! Two notions matter and are easy to confuse:
+//! * a *code object* target says what the object was built for; a feature it
+//!   omits means "Any" (works either way);
+//! * a *device* ISA says what the GPU is; the loader probes code objects for
+//!   every feature subset of it (FORMATS.md §6.3).
+
+use std::fmt;
+
+use thiserror::Error;
+
+/// Prefix the HSA runtime puts in front of ISA names.
+pub const HSA_PREFIX: &str = "amdgcn-amd-amdhsa--";
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TargetError {
+    #[error("empty target")]
+    Empty,
+    #[error("target {0:?}: processor must look like gfxNNN (e.g. gfx90a, gfx1100, gfx9-4-generic)")]
+    BadProcessor(String),
+    #[error("target {0:?}: feature {1:?} must be a name followed by + or - (e.g. xnack-)")]
+    BadFeature(String, String),
+    #[error("target {0:?}: feature {1:?} given twice")]
+    DuplicateFeature(String, String),
+}
+
+/// A parsed target ID: processor plus ordered `(feature, on)` pairs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TargetId {
+    pub processor: String,
+    pub features: Vec<(String, bool)>,
+}
+
+impl TargetId {
+    /// Parses `gfx90a`, `gfx90a:xnack-`, `amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-`.
+    /// Features keep the order given (the loader's probing depends on it).
+    pub fn parse(s: &str) -> Result<TargetId, TargetError> {
+        let s = s.strip_prefix(HSA_PREFIX).unwrap_or(s);
+        if s.is_empty() {
+            return Err(TargetError::Empty);
+        }
+        let mut parts = s.split(':');
+        let processor = parts.next().unwrap_or_default();
+        if !valid_processor(processor) {
+            return Err(TargetError::BadProcessor(s.to_string()));
+        }
+        let mut features: Vec<(String, bool)> = Vec::new();
+        for f in parts {
+            let (name, on) = match (f.strip_suffix('+'), f.strip_suffix('-')) {
+                (Some(n), _) => (n, true),
+                (_, Some(n)) => (n, false),
+                _ => return Err(TargetError::BadFeature(s.to_string(), f.to_string())),
+            };
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(TargetError::BadFeature(s.to_string(), f.to_string()));
+            }
+            if features.iter().any(|(n, _)| n == name) {
+                return Err(TargetError::DuplicateFeature(s.to_string(), name.to_string()));
+            }
+            features.push((name.to_string(), on));
+        }
+        Ok(TargetId { processor: processor.to_string(), features })
+    }
+
+    pub fn bare(processor: &str) -> TargetId {
+        TargetId { processor: processor.to_string(), features: Vec::new() }
+    }
+
+    pub fn feature(&self, name: &str) -> Option<bool> {
+        self.features.iter().find(|(n, _)| n == name).map(|(_, on)| *on)
+    }
+
+    pub fn is_generic(&self) -> bool {
+        self.processor.ends_with("-generic")
+    }
+
+    /// Whether a code object built for `obj` runs on a device whose ISA is
+    /// exactly `self` (features `self` omits are treated as unknown, so an
+    /// object requiring them does not qualify). Returns a rank: higher is a
+    /// better match — native beats generic, then more specified features.
+    pub fn accepts(&self, obj: &TargetId) -> Option<u32> {
+        let native = if obj.processor == self.processor {
+            true
+        } else if generic_of(&self.processor) == Some(obj.processor.as_str()) {
+            false
+        } else {
+            return None;
+        };
+        for (name, on) in &obj.features {
+            if self.feature(name) != Some(*on) {
+                return None;
+            }
+        }
+        Some(if native { 1000 } else { 0 } + obj.features.len() as u32)
+    }
+}
+
+impl fmt::Display for TargetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.processor)?;
+        for (name, on) in &self.features {
+            write!(f, ":{}{}", name, if *on { '+' } else { '-' })?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for TargetId {
+    type Err = TargetError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TargetId::parse(s)
+    }
+}
+
+fn valid_processor(p: &str) -> bool {
+    let Some(rest) = p.strip_prefix("gfx") else { return false };
+    !rest.is_empty()
+        && rest.as_bytes()[0].is_ascii_digit()
+        && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// The arch string of an offload-bundle entry ID: the text after the last
+/// `--` (features included), or `None` when there is no `--` (FORMATS.md §1.2).
+pub fn arch_of_entry_id(id: &str) -> Option<&str> {
+    id.rfind("--").map(|i| &id[i + 2..])
+}
+
+/// Host entries (`host-x86_64-unknown-linux[-gnu]`) carry no device code.
+pub fn is_host_entry(id: &str) -> bool {
+    id.starts_with("host")
+}
+
+/// Generic processor family of a concrete processor, per LLVM's
+/// AMDGPUUsage table. gfx908/gfx90a are deliberately absent: no generic
+/// target covers them.
+pub fn generic_of(processor: &str) -> Option<&'static str> {
+    Some(match processor {
+        "gfx900" | "gfx902" | "gfx904" | "gfx906" | "gfx909" | "gfx90c" => "gfx9-generic",
+        "gfx940" | "gfx941" | "gfx942" | "gfx950" => "gfx9-4-generic",
+        "gfx1010" | "gfx1011" | "gfx1012" | "gfx1013" => "gfx10-1-generic",
+        "gfx1030" | "gfx1031" | "gfx1032" | "gfx1033" | "gfx1034" | "gfx1035" | "gfx1036" => {
+            "gfx10-3-generic"
+        }
+        "gfx1100" | "gfx1101" | "gfx1102" | "gfx1103" | "gfx1150" | "gfx1151" | "gfx1152"
+        | "gfx1153" => "gfx11-generic",
+        "gfx1200" | "gfx1201" => "gfx12-generic",
+        "gfx1250" | "gfx1251" => "gfx12-5-generic",
+        _ => return None,
+    })
+}
+
+/// The loader's list of target strings to probe for one ISA string, most
+/// specific first (FORMATS.md §6.3): every feature subset in descending
+/// bitmask order, the rightmost feature being the low bit. Works on the
+/// raw string so that unusual spellings are probed exactly as the loader
+/// would.
+pub fn compatible_targets(isa: &str) -> Vec<String> {
+    let isa = isa.strip_prefix(HSA_PREFIX).unwrap_or(isa);
+    let mut parts = isa.split(':');
+    let processor = parts.next().unwrap_or_default();
+    let features: Vec<&str> = parts.filter(|p| !p.is_empty()).collect();
+    let n = features.len().min(16);
+    let mut out = Vec::with_capacity(1 << n);
+    for mask in (0u32..(1u32 << n)).rev() {
+        let mut s = processor.to_string();
+        for (j, f) in features.iter().take(n).enumerate() {
+            if mask & (1 << (n - 1 - j)) != 0 {
+                s.push(':');
+                s.push_str(f);
+            }
+        }
+        out.push(s);
+    }
+    out
+}
+
+/// The device ISA list the HIP runtime hands to the loader for one device:
+/// the native ISA and, where one exists, its generic family with the same
+/// features (FORMATS.md §2.4).
+pub fn device_arch_list(isa: &TargetId) -> Vec<TargetId> {
+    let mut v = vec![isa.clone()];
+    if let Some(g) = generic_of(&isa.processor) {
+        v.push(TargetId { processor: g.to_string(), features: isa.features.clone() });
+    }
+    v
+}
+
+/// The targets a view serves, as given by the user (`gfx90a:xnack-,gfx1030`).
+///
+/// A bare processor selects every feature variant of it (so the view serves
+/// any such device); one with features selects what the loader accepts for a
+/// device with exactly those features. Generic code objects of the
+/// processor's family are selected along with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub targets: Vec<TargetId>,
+}
+
+impl Selection {
+    pub fn parse(s: &str) -> Result<Selection, TargetError> {
+        let mut targets = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let t = TargetId::parse(part)?;
+            if !targets.contains(&t) {
+                targets.push(t);
+            }
+        }
+        if targets.is_empty() {
+            return Err(TargetError::Empty);
+        }
+        Ok(Selection { targets })
+    }
+
+    /// Whether code objects built for `obj` belong in the view.
+    pub fn selects(&self, obj: &TargetId) -> bool {
+        self.targets.iter().any(|sel| {
+            if sel.features.is_empty() {
+                obj.processor == sel.processor
+                    || generic_of(&sel.processor) == Some(obj.processor.as_str())
+                    || (sel.is_generic() && obj.processor == sel.processor)
+            } else {
+                sel.accepts(obj).is_some()
+            }
+        })
+    }
+
+    /// Whether a database file for `processor` (with an optional xnack
+    /// setting from Tensile's `-xnack±` naming) belongs in the view.
+    pub fn selects_db(&self, processor: &str, xnack: Option<bool>) -> bool {
+        self.targets.iter().any(|sel| {
+            sel.processor == processor
+                && match (xnack, sel.feature("xnack")) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => true,
+                }
+        })
+    }
+}
+
+impl fmt::Display for Selection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, t) in self.targets.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{t}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_display() {
+        let t = TargetId::parse("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-").unwrap();
+        assert_eq!(t.processor, "gfx942");
+        assert_eq!(t.features, vec![("sramecc".into(), true), ("xnack".into(), false)]);
+        assert_eq!(t.to_string(), "gfx942:sramecc+:xnack-");
+        assert_eq!(TargetId::parse("gfx9-4-generic").unwrap().to_string(), "gfx9-4-generic");
+        for bad in ["", "gfx", "sm_80", "gfx90a:xnack", "gfx90a:xnack+:xnack-", "gfx90a::", "GFX90A"] {
+            assert!(TargetId::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn entry_arch() {
+        assert_eq!(arch_of_entry_id("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+"), Some("gfx90a:xnack+"));
+        assert_eq!(arch_of_entry_id("host-x86_64-unknown-linux"), None);
+        assert!(is_host_entry("host-x86_64-unknown-linux-gnu"));
+    }
+
+    #[test]
+    fn loader_probe_order() {
+        assert_eq!(
+            compatible_targets("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"),
+            vec!["gfx942:sramecc+:xnack-", "gfx942:sramecc+", "gfx942:xnack-", "gfx942"]
+        );
+        assert_eq!(compatible_targets("gfx1030"), vec!["gfx1030"]);
+    }
+
+    #[test]
+    fn accepts_any_semantics() {
+        let dev = TargetId::parse("gfx90a:sramecc+:xnack-").unwrap();
+        let p = |s| TargetId::parse(s).unwrap();
+        assert!(dev.accepts(&p("gfx90a")).is_some());
+        assert!(dev.accepts(&p("gfx90a:xnack-")).is_some());
+        assert!(dev.accepts(&p("gfx90a:xnack+")).is_none());
+        assert!(dev.accepts(&p("gfx908")).is_none());
+        assert!(dev.accepts(&p("gfx90a:xnack-")) > dev.accepts(&p("gfx90a")));
+        let d2 = p("gfx1031");
+        assert!(d2.accepts(&p("gfx10-3-generic")).is_some());
+        assert!(d2.accepts(&p("gfx1031")) > d2.accepts(&p("gfx10-3-generic")));
+    }
+
+    #[test]
+    fn selection() {
+        let p = |s| TargetId::parse(s).unwrap();
+        let s = Selection::parse("gfx90a").unwrap();
+        assert!(s.selects(&p("gfx90a:xnack+")) && s.selects(&p("gfx90a:xnack-")) && s.selects(&p("gfx90a")));
+        assert!(!s.selects(&p("gfx1030")));
+        let s = Selection::parse("gfx90a:xnack-").unwrap();
+        assert!(s.selects(&p("gfx90a:xnack-")) && s.selects(&p("gfx90a")));
+        assert!(!s.selects(&p("gfx90a:xnack+")) && !s.selects(&p("gfx90a:sramecc+")));
+        let s = Selection::parse("gfx1030, gfx90a").unwrap();
+        assert!(s.selects(&p("gfx10-3-generic")) && s.selects(&p("gfx90a")));
+        assert!(!s.selects(&p("gfx9-generic")));
+        assert!(s.selects_db("gfx90a", Some(true)));
+        let s = Selection::parse("gfx90a:xnack-").unwrap();
+        assert!(!s.selects_db("gfx90a", Some(true)) && s.selects_db("gfx90a", None));
+        assert!(Selection::parse(" , ").is_err());
+    }
+}
