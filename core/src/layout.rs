@@ -22,6 +22,9 @@ pub enum LayoutError {
     Io(#[from] io::Error),
     #[error("decoding a compressed bundle failed: {0}")]
     Decode(#[from] BundleError),
+    /// A failure reported by another reader's decode of the same blob.
+    #[error("{0}")]
+    Shared(String),
     #[error("edit outside the layout: {off:#x}+{len:#x} > {total:#x}")]
     OutOfRange { off: u64, len: u64, total: u64 },
 }

@@ -2,7 +2,7 @@
  * stubtest.c - unit tests for hipstub.c's internals.
  *
  *   cc -Wall -Wextra -Werror -O1 -g -DHAVE_ZSTD -DHAVE_ZLIB \
- *      -o stubtest stubtest.c -lzstd -lz
+ *      -o stubtest stubtest.c -lzstd -lz -pthread
  *   ./stubtest /work/shared/vectors
  *
  * The library source is #included, so the static functions are reachable.
@@ -11,6 +11,7 @@
 #define HIPSTUB_SELFTEST 1
 #include "hipstub.c"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 static int g_fail, g_pass;
@@ -1292,6 +1293,69 @@ static void test_register(void)
     CHECK(cdsc.x == 8 && cdsc.f == 2, "channel desc");
 }
 
+/* concurrent registrations: unique sequence numbers, one intact line each */
+#define TH_N 8
+#define TH_CALLS 40
+static const uint8_t *th_bundle;
+
+static void *th_main(void *arg)
+{
+    (void)arg;
+    uint8_t w[24] = {0};
+    uint32_t mf = HIPF_MAGIC;
+    uint64_t ptr = (uint64_t)(uintptr_t)th_bundle;
+    memcpy(w, &mf, 4);
+    memcpy(w + 8, &ptr, 8);
+    for (int i = 0; i < TH_CALLS; i++)
+        __hipRegisterFatBinary(w);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    size_t n;
+    uint8_t *two = read_file(vpath("generated-golden/fatbin/libk2_fatbin_two_bundles.bin"), &n);
+    if (!two) {
+        CHECK(0, "read vector");
+        return;
+    }
+    th_bundle = two;
+    char out[600];
+    snprintf(out, sizeof out, "%s/thr", g_tmp);
+    mkdir(out, 0755);
+    setenv("KPACK_STUB_OUT", out, 1);
+    setenv("KPACK_STUB_ARCH", "gfx90a:sramecc+:xnack-", 1);
+    unsigned base = hs_seq;
+    pthread_t t[TH_N];
+    for (int i = 0; i < TH_N; i++)
+        pthread_create(&t[i], NULL, th_main, NULL);
+    for (int i = 0; i < TH_N; i++)
+        pthread_join(t[i], NULL);
+    unsetenv("KPACK_STUB_OUT");
+    char lp[700];
+    snprintf(lp, sizeof lp, "%s/log.tsv", out);
+    char *log = slurp_str(lp);
+    int seen[TH_N * TH_CALLS] = {0}, lines = 0, good = 1;
+    for (char *l = log; l && *l;) {
+        char *nl = strchr(l, '\n');
+        if (!nl)
+            break;
+        *nl = 0;
+        unsigned seq;
+        size_t sz;
+        if (sscanf(l, "%u\tHIPF\t-\t0\tfat\t-\tgfx90a\t%zu\tOK", &seq, &sz) != 2 || sz != 4488 ||
+            seq < base || seq >= base + TH_N * TH_CALLS || seen[seq - base]++) {
+            good = 0;
+            fprintf(stderr, "bad line: %s\n", l);
+        }
+        lines++;
+        l = nl + 1;
+    }
+    CHECK(good && lines == TH_N * TH_CALLS, "threads: %d lines", lines);
+    free(log);
+    free(two);
+}
+
 int main(int argc, char **argv)
 {
     g_vec = argc > 1 ? argv[1] : "/work/shared/vectors";
@@ -1311,6 +1375,7 @@ int main(int argc, char **argv)
     test_loader_synthetic();
     test_fat();
     test_register();
+    test_threads();
     test_fuzz();
     printf("stubtest: %d passed, %d failed (scratch %s)\n", g_pass, g_fail, g_tmp);
     if (!g_fail) {

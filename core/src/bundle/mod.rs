@@ -232,7 +232,7 @@ fn next_magic(src: &dyn ReadAt, mut pos: u64, end: u64) -> Result<Option<u64>, B
 }
 
 /// Where a code object's bytes live.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ObjectLocation {
     /// A plain range of the scanned source.
     Range { offset: u64, len: u64 },

@@ -1,0 +1,169 @@
+//! A byte-bounded LRU of decoded blobs with compute-once semantics: any
+//! number of concurrent readers of the same missing blob wait for one
+//! decode instead of each decoding it.
+
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use dashmap::DashMap;
+use lru::LruCache;
+
+/// Counters, readable at any time.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub evictions: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+type Slot<E> = Arc<OnceLock<Result<Arc<[u8]>, E>>>;
+
+pub struct ByteLru<K: Hash + Eq + Clone, E: Clone> {
+    lru: Mutex<LruCache<K, Arc<[u8]>>>,
+    inflight: DashMap<K, Slot<E>>,
+    limit: u64,
+    pub stats: CacheStats,
+}
+
+impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
+    /// A cache holding at most `limit` bytes of values.
+    pub fn new(limit: u64) -> Self {
+        ByteLru {
+            lru: Mutex::new(LruCache::unbounded()),
+            inflight: DashMap::new(),
+            limit,
+            stats: CacheStats::default(),
+        }
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn lookup(&self, k: &K) -> Option<Arc<[u8]>> {
+        let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
+        lru.get(k).cloned()
+    }
+
+    /// Returns the cached value for `k`, or runs `load` once for all
+    /// concurrent callers and caches its result (if it fits).
+    pub fn get_or_load(&self, k: &K, load: impl FnOnce() -> Result<Arc<[u8]>, E>) -> Result<Arc<[u8]>, E> {
+        if let Some(v) = self.lookup(k) {
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(v);
+        }
+        let slot = self.inflight.entry(k.clone()).or_insert_with(|| Arc::new(OnceLock::new())).clone();
+        let mut ran = false;
+        let result = slot
+            .get_or_init(|| {
+                ran = true;
+                // Another caller may have finished between our miss and our
+                // slot; don't decode twice.
+                if let Some(v) = self.lookup(k) {
+                    return Ok(v);
+                }
+                self.stats.misses.fetch_add(1, Ordering::Relaxed);
+                load()
+            })
+            .clone();
+        if !ran {
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+        }
+        if ran {
+            if let Ok(v) = &result {
+                self.insert(k.clone(), v.clone());
+            }
+            self.inflight.remove_if(k, |_, s| Arc::ptr_eq(s, &slot));
+        }
+        result
+    }
+
+    fn insert(&self, k: K, v: Arc<[u8]>) {
+        let size = v.len() as u64;
+        if size > self.limit {
+            return;
+        }
+        let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
+        if lru.contains(&k) {
+            return;
+        }
+        let mut used = self.stats.bytes.load(Ordering::Relaxed);
+        while used + size > self.limit {
+            match lru.pop_lru() {
+                Some((_, old)) => {
+                    used -= old.len() as u64;
+                    self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+                None => break,
+            }
+        }
+        lru.put(k, v);
+        self.stats.bytes.store(used + size, Ordering::Relaxed);
+    }
+
+    /// Number of cached values.
+    pub fn len(&self) -> usize {
+        self.lru.lock().map(|l| l.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops everything (used when the cache is resized to zero).
+    pub fn clear(&self) {
+        let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
+        lru.clear();
+        self.stats.bytes.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn bounded_and_lru() {
+        let c: ByteLru<u32, String> = ByteLru::new(100);
+        for i in 0..5u32 {
+            c.get_or_load(&i, || Ok(vec![i as u8; 40].into())).unwrap();
+        }
+        assert!(c.stats.bytes.load(Ordering::Relaxed) <= 100);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.stats.evictions.load(Ordering::Relaxed), 3);
+        // Too big to cache: returned, not kept.
+        let big = c.get_or_load(&99, || Ok(vec![0u8; 500].into())).unwrap();
+        assert_eq!(big.len(), 500);
+        assert_eq!(c.len(), 2);
+        // Errors are returned and not cached.
+        assert!(c.get_or_load(&7, || Err("boom".to_string())).is_err());
+        assert_eq!(c.get_or_load(&7, || Ok(vec![1].into())).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn concurrent_loads_compute_once() {
+        let c: Arc<ByteLru<u32, String>> = Arc::new(ByteLru::new(1 << 20));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let c = c.clone();
+                let calls = calls.clone();
+                std::thread::spawn(move || {
+                    c.get_or_load(&1, || {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        Ok(vec![5u8; 10].into())
+                    })
+                    .unwrap()
+                })
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(&*t.join().unwrap(), &[5u8; 10]);
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+}

@@ -1,0 +1,197 @@
+//! One fat binary as the view serves it: its transformed layout, the code
+//! objects behind each wrapper, and the `.kpack` archives that hold the
+//! selected targets' code objects.
+//!
+//! Archives are per binary (one group per fat binary, named after the file),
+//! so each archive is complete for the only binary that points at it: for
+//! every wrapper and every arch key it lists, it holds the code object the
+//! fat runtime would have chosen for a device of that ISA (exact target if
+//! present, else the most specific compatible one, else the generic one).
+//! That makes the Feb-2026 loader (first matching archive wins, B9) and the
+//! newest one (falls through) resolve identically.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::bundle::{self, CodeObject, ObjectLocation};
+use crate::host::{self, HostPlan, NotTransformed};
+use crate::io::ReadAt;
+use crate::kpack::{ArchiveSpec, BlobData};
+use crate::layout::{BlobRef, Layout};
+use crate::marker::Marker;
+use crate::source::SourceId;
+use crate::target::{Selection, TargetId};
+
+/// How archive files are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArchiveNaming {
+    /// `<group>_<target-id>.kpack`, one archive per target ID (features
+    /// included, so names may contain `:`) — what the reference splitter
+    /// writes.
+    #[default]
+    TargetId,
+    /// `<group>_<processor>.kpack` listing every selected feature variant in
+    /// `gfx_arches` — no `:` in names, for Windows (FORMATS.md §9.5).
+    Processor,
+}
+
+/// One archive of a binary.
+#[derive(Debug)]
+pub struct ArchivePlan {
+    pub name: String,
+    /// Arch keys (`gfx_arches`), most specific first.
+    pub keys: Vec<TargetId>,
+    pub layout: Layout,
+    /// TOC entries (binary key × arch key).
+    pub entries: usize,
+}
+
+/// A fat binary planned for the view.
+#[derive(Debug)]
+pub struct FatBinary {
+    pub id: SourceId,
+    pub group: String,
+    pub marker: Marker,
+    pub plan: HostPlan,
+    /// Code objects behind each wrapper (by wrapper index; empty for
+    /// wrappers that were already HIPK).
+    pub objects: Vec<Vec<CodeObject>>,
+    /// Every target present, sorted.
+    pub targets: Vec<TargetId>,
+    /// Archives exposed for the selection, by file name.
+    pub archives: BTreeMap<String, Arc<ArchivePlan>>,
+}
+
+impl FatBinary {
+    /// Plans binary `rel` (root-relative, `/`-separated; its file name is
+    /// the group). Any refusal means "serve unchanged".
+    pub fn analyze(
+        src: &dyn ReadAt,
+        id: SourceId,
+        rel: &str,
+        selection: &Selection,
+        naming: ArchiveNaming,
+    ) -> Result<FatBinary, NotTransformed> {
+        let group = rel.rsplit('/').next().unwrap_or(rel).to_string();
+        if group.contains("@GFXARCH@") {
+            return Err(NotTransformed::Refused("file name contains @GFXARCH@".into()));
+        }
+        let marker = Marker::for_group(&group, 0, rel);
+        let plan = host::plan(src, &marker.encode())?;
+        let fat_end = plan.fat_offset + plan.fat_size;
+
+        // Code objects behind each wrapper, from the bundle its pointer names.
+        let mut by_offset: HashMap<u64, Vec<CodeObject>> = HashMap::new();
+        let mut objects = Vec::with_capacity(plan.wrappers.len());
+        for w in &plan.wrappers {
+            if w.already_kpacked {
+                objects.push(Vec::new());
+                continue;
+            }
+            let off = w.fatbin_offset.ok_or_else(|| {
+                NotTransformed::Refused(format!("wrapper {} does not point into the fat section", w.index))
+            })?;
+            if !by_offset.contains_key(&off) {
+                let at = plan.fat_offset + off;
+                let chunk = bundle::parse_chunk(src, at, fat_end)
+                    .map_err(|e| NotTransformed::Refused(format!("wrapper {}: {e}", w.index)))?;
+                let objs = bundle::chunk_objects(src, &chunk, w.index as usize)
+                    .map_err(|e| NotTransformed::Refused(format!("wrapper {}: {e}", w.index)))?;
+                by_offset.insert(off, objs);
+            }
+            objects.push(by_offset[&off].clone());
+        }
+
+        let mut targets: Vec<TargetId> = Vec::new();
+        for o in objects.iter().flatten() {
+            match TargetId::parse(&o.arch) {
+                Ok(t) if !targets.contains(&t) => targets.push(t),
+                Ok(_) => {}
+                Err(e) => log::debug!("{rel}: ignoring code object {:?}: {e}", o.entry_id),
+            }
+        }
+        targets.sort();
+
+        let mut fb = FatBinary { id, group, marker, plan, objects, targets, archives: BTreeMap::new() };
+        fb.archives = fb.plan_archives(selection, naming);
+        Ok(fb)
+    }
+
+    /// Archive file name for a file target string.
+    pub fn archive_name(&self, file_target: &str) -> String {
+        format!("{}_{}.kpack", self.group, file_target)
+    }
+
+    fn plan_archives(&self, selection: &Selection, naming: ArchiveNaming) -> BTreeMap<String, Arc<ArchivePlan>> {
+        let selected: Vec<&TargetId> = self.targets.iter().filter(|t| selection.selects(t)).collect();
+        let mut files: BTreeMap<String, Vec<TargetId>> = BTreeMap::new();
+        for t in selected {
+            let file_target = match naming {
+                ArchiveNaming::TargetId => t.to_string(),
+                ArchiveNaming::Processor => t.processor.clone(),
+            };
+            files.entry(file_target).or_default().push(t.clone());
+        }
+        let mut out = BTreeMap::new();
+        for (file_target, mut keys) in files {
+            keys.sort_by(|a, b| b.features.len().cmp(&a.features.len()).then(a.cmp(b)));
+            let name = self.archive_name(&file_target);
+            let (layout, entries) = self.build_archive(&file_target, &keys);
+            if entries > 0 {
+                out.insert(name.clone(), Arc::new(ArchivePlan { name, keys, layout, entries }));
+            }
+        }
+        out
+    }
+
+    /// The code object the fat runtime would pick from `objs` for a device
+    /// whose ISA is exactly `device`.
+    pub fn best_for<'a>(objs: &'a [CodeObject], device: &TargetId) -> Option<&'a CodeObject> {
+        let mut best: Option<(u32, &CodeObject)> = None;
+        for o in objs {
+            let Ok(t) = TargetId::parse(&o.arch) else { continue };
+            if let Some(rank) = device.accepts(&t) {
+                if best.is_none_or(|(r, _)| rank > r) {
+                    best = Some((rank, o));
+                }
+            }
+        }
+        best.map(|(_, o)| o)
+    }
+
+    fn build_archive(&self, file_target: &str, keys: &[TargetId]) -> (Layout, usize) {
+        let mut spec = ArchiveSpec {
+            group_name: self.group.clone(),
+            gfx_arch_family: file_target.to_string(),
+            gfx_arches: keys.iter().map(ToString::to_string).collect(),
+            ..ArchiveSpec::default()
+        };
+        // One blob per distinct code object, shared by every entry using it.
+        let mut ordinals: HashMap<ObjectLocation, u64> = HashMap::new();
+        let mut blobs: HashMap<u64, Arc<BlobRef>> = HashMap::new();
+        let mut entries = 0;
+        for (w, objs) in self.plan.wrappers.iter().zip(&self.objects) {
+            let key = format!("{}#{}", self.marker.kernel_name, w.index);
+            for k in keys {
+                let Some(o) = Self::best_for(objs, k) else { continue };
+                let next = spec.blobs.len() as u64;
+                let ordinal = *ordinals.entry(o.location.clone()).or_insert_with(|| {
+                    spec.blobs.push(match &o.location {
+                        ObjectLocation::Range { offset, len } => BlobData::Source { offset: *offset, len: *len },
+                        ObjectLocation::InCcob { ccob_at, ccob_len, header, offset, len } => {
+                            let blob = blobs
+                                .entry(*ccob_at)
+                                .or_insert_with(|| Arc::new(BlobRef { at: *ccob_at, len: *ccob_len, header: header.clone() }))
+                                .clone();
+                            BlobData::Decoded { blob, offset: *offset, len: *len }
+                        }
+                    });
+                    next
+                });
+                spec.add(&key, &k.to_string(), ordinal);
+                entries += 1;
+            }
+        }
+        (spec.layout_none(), entries)
+    }
+}

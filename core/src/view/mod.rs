@@ -1,0 +1,784 @@
+//! The view: the source tree as seen for the selected targets.
+//!
+//! It is the only part of the engine that knows the tree. Adapters (FUSE,
+//! Dokan) and `bake` call it with inode numbers and names; it answers with
+//! attributes, listings and open files, never with FUSE or Windows types.
+//!
+//! Nothing is read until asked for: a lookup stats one source entry and,
+//! for a regular file, reads its headers; a fat binary's plan (headers,
+//! relocation tables, wrappers, bundle headers) is built on first use and
+//! cached by source identity, so a changed file is re-planned and a plan is
+//! never applied to bytes it was not made from.
+
+mod fat;
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use dashmap::DashMap;
+use thiserror::Error;
+
+pub use fat::{ArchiveNaming, ArchivePlan, FatBinary};
+
+use crate::cache::ByteLru;
+use crate::db;
+use crate::host::{self, NotTransformed};
+use crate::io::ReadAt;
+use crate::layout::{BlobRef, BlobStore, Layout, LayoutError};
+use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree, Time};
+use crate::target::{Selection, TargetId};
+
+/// Inode number of the root directory.
+pub const ROOT_INO: u64 = 1;
+/// Name of the archive directory next to fat binaries.
+pub const KPACK_DIR: &str = ".kpack";
+
+/// Errors at the view boundary; adapters map them with [`Error::errno`].
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("not a symbolic link")]
+    NotSymlink,
+    #[error("invalid name")]
+    InvalidName,
+    #[error("name too long")]
+    NameTooLong,
+    #[error("unknown inode {0}")]
+    StaleInode(u64),
+    #[error("source file changed while being served: {0}")]
+    Changed(String),
+    #[error("source I/O error: {0}")]
+    Io(#[from] io::Error),
+    #[error("{0}")]
+    Layout(#[from] LayoutError),
+}
+
+impl Error {
+    /// The errno to report for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::NotFound => libc::ENOENT,
+            Error::NotDir => libc::ENOTDIR,
+            Error::IsDir => libc::EISDIR,
+            Error::NotSymlink | Error::InvalidName => libc::EINVAL,
+            Error::NameTooLong => libc::ENAMETOOLONG,
+            Error::StaleInode(_) => libc::ESTALE,
+            Error::Changed(_) | Error::Layout(_) => libc::EIO,
+            Error::Io(e) => match e.kind() {
+                io::ErrorKind::NotFound => libc::ENOENT,
+                io::ErrorKind::InvalidInput => libc::ENOENT,
+                io::ErrorKind::PermissionDenied => libc::EACCES,
+                _ => match e.raw_os_error() {
+                    Some(libc::ELOOP) | Some(libc::EXDEV) => libc::ENOENT,
+                    Some(libc::ENOTDIR) => libc::ENOTDIR,
+                    _ => libc::EIO,
+                },
+            },
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// What a view serves, and from where.
+#[derive(Debug, Clone)]
+pub struct ViewConfig {
+    pub source: PathBuf,
+    pub selection: Selection,
+    /// Bytes of decoded (decompressed) bundles kept in memory.
+    pub cache_bytes: u64,
+    pub naming: ArchiveNaming,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeType {
+    Dir,
+    File,
+    Symlink,
+}
+
+/// Where a node's content comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Dir,
+    /// A `.kpack` directory made (or extended) by the view.
+    KpackDir,
+    Symlink,
+    Passthrough,
+    Transformed,
+    Archive,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Origin::Dir => "directory",
+            Origin::KpackDir => "kpack-directory",
+            Origin::Symlink => "symlink",
+            Origin::Passthrough => "passthrough",
+            Origin::Transformed => "transformed",
+            Origin::Archive => "archive",
+        })
+    }
+}
+
+/// Attributes of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: NodeType,
+    pub origin: Origin,
+    /// Bytes served (what `read` returns in total).
+    pub size: u64,
+    pub perm: u32,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: OsString,
+    pub ino: u64,
+    pub kind: NodeType,
+}
+
+/// Operator counters (also exposed as an xattr on the mount root).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub lookups: AtomicU64,
+    pub opens: AtomicU64,
+    pub reads: AtomicU64,
+    pub bytes_served: AtomicU64,
+    pub plans_built: AtomicU64,
+    pub plans_refused: AtomicU64,
+}
+
+/// A point-in-time copy of the counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub lookups: u64,
+    pub opens: u64,
+    pub reads: u64,
+    pub bytes_served: u64,
+    pub plans_built: u64,
+    pub plans_refused: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_evictions: u64,
+    pub cache_bytes: u64,
+    pub cache_limit: u64,
+}
+
+impl fmt::Display for StatsSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "lookups {}", self.lookups)?;
+        writeln!(f, "opens {}", self.opens)?;
+        writeln!(f, "reads {}", self.reads)?;
+        writeln!(f, "bytes_served {}", self.bytes_served)?;
+        writeln!(f, "plans_built {}", self.plans_built)?;
+        writeln!(f, "plans_refused {}", self.plans_refused)?;
+        writeln!(f, "cache_hits {}", self.cache_hits)?;
+        writeln!(f, "cache_misses {}", self.cache_misses)?;
+        writeln!(f, "cache_evictions {}", self.cache_evictions)?;
+        writeln!(f, "cache_bytes {}", self.cache_bytes)?;
+        writeln!(f, "cache_limit {}", self.cache_limit)
+    }
+}
+
+/// How a source file is served.
+#[derive(Debug, Clone)]
+enum Analysis {
+    Plain,
+    Fat(Arc<FatBinary>),
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    Dir(SourceStat),
+    /// `parent` is the binaries' directory; `merged` the source's own
+    /// `.kpack` directory if it has one.
+    KpackDir { parent: SourceStat, merged: Option<SourceStat> },
+    Symlink(SourceStat),
+    Pass(SourceStat),
+    Transformed(SourceStat, Arc<FatBinary>),
+    Archive(SourceStat, Arc<FatBinary>, Arc<ArchivePlan>),
+}
+
+/// A cached directory listing.
+#[derive(Debug)]
+struct Listing {
+    id: SourceId,
+    entries: Vec<DirEntry>,
+    fat_files: Vec<OsString>,
+}
+
+/// Inode numbers, stable for the life of the view: one per path ever seen.
+#[derive(Debug, Default)]
+struct Inodes {
+    by_path: DashMap<PathBuf, u64>,
+    by_ino: DashMap<u64, PathBuf>,
+    next: AtomicU64,
+}
+
+impl Inodes {
+    fn new() -> Inodes {
+        let i = Inodes { next: AtomicU64::new(ROOT_INO + 1), ..Inodes::default() };
+        i.by_path.insert(PathBuf::new(), ROOT_INO);
+        i.by_ino.insert(ROOT_INO, PathBuf::new());
+        i
+    }
+
+    fn ino_of(&self, p: &Path) -> u64 {
+        if let Some(i) = self.by_path.get(p) {
+            return *i;
+        }
+        let ino = *self.by_path.entry(p.to_path_buf()).or_insert_with(|| self.next.fetch_add(1, Ordering::Relaxed));
+        self.by_ino.entry(ino).or_insert_with(|| p.to_path_buf());
+        ino
+    }
+
+    fn path_of(&self, ino: u64) -> Option<PathBuf> {
+        self.by_ino.get(&ino).map(|p| p.clone())
+    }
+}
+
+type BlobCache = ByteLru<(SourceId, u64), String>;
+
+/// The view over one source tree for one selection.
+pub struct View {
+    cfg: ViewConfig,
+    tree: SourceTree,
+    inodes: Inodes,
+    analyses: DashMap<(SourceId, PathBuf), Arc<OnceLock<Analysis>>>,
+    /// Last identity seen per path, to drop plans of replaced files.
+    current: DashMap<PathBuf, SourceId>,
+    probes: DashMap<SourceId, bool>,
+    listings: DashMap<PathBuf, Arc<Listing>>,
+    blobs: Arc<BlobCache>,
+    stats: Arc<Stats>,
+}
+
+fn rel_str(p: &Path) -> String {
+    let s = p.to_string_lossy();
+    if std::path::MAIN_SEPARATOR == '/' {
+        s.into_owned()
+    } else {
+        s.replace(std::path::MAIN_SEPARATOR, "/")
+    }
+}
+
+/// Target encoded in an existing archive's name (`<group>_<target>.kpack`,
+/// with `_` standing in for `:` in portable names).
+pub fn archive_name_target(name: &str) -> Option<TargetId> {
+    let stem = name.strip_suffix(".kpack")?;
+    let mut idx: Vec<usize> = stem.match_indices('_').map(|(i, _)| i).collect();
+    idx.reverse();
+    idx.into_iter().find_map(|i| TargetId::parse(&stem[i + 1..].replace('_', ":")).ok())
+}
+
+impl View {
+    pub fn new(cfg: ViewConfig) -> Result<View> {
+        let tree = SourceTree::open(&cfg.source)?;
+        if tree.stat(Path::new(""))?.kind != SourceKind::Dir {
+            return Err(Error::NotDir);
+        }
+        Ok(View {
+            blobs: Arc::new(ByteLru::new(cfg.cache_bytes)),
+            cfg,
+            tree,
+            inodes: Inodes::new(),
+            analyses: DashMap::new(),
+            current: DashMap::new(),
+            probes: DashMap::new(),
+            listings: DashMap::new(),
+            stats: Arc::new(Stats::default()),
+        })
+    }
+
+    pub fn config(&self) -> &ViewConfig {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        let s = &self.stats;
+        let c = &self.blobs.stats;
+        StatsSnapshot {
+            lookups: s.lookups.load(Ordering::Relaxed),
+            opens: s.opens.load(Ordering::Relaxed),
+            reads: s.reads.load(Ordering::Relaxed),
+            bytes_served: s.bytes_served.load(Ordering::Relaxed),
+            plans_built: s.plans_built.load(Ordering::Relaxed),
+            plans_refused: s.plans_refused.load(Ordering::Relaxed),
+            cache_hits: c.hits.load(Ordering::Relaxed),
+            cache_misses: c.misses.load(Ordering::Relaxed),
+            cache_evictions: c.evictions.load(Ordering::Relaxed),
+            cache_bytes: c.bytes.load(Ordering::Relaxed),
+            cache_limit: self.blobs.limit(),
+        }
+    }
+
+    fn path(&self, ino: u64) -> Result<PathBuf> {
+        self.inodes.path_of(ino).ok_or(Error::StaleInode(ino))
+    }
+
+    /// Whether a regular file at `rel` is hidden by the selection.
+    fn hidden(&self, rel: &Path) -> bool {
+        let name = rel.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let in_kpack_dir = rel.parent().and_then(Path::file_name) == Some(OsStr::new(KPACK_DIR));
+        if in_kpack_dir {
+            if let Some(t) = archive_name_target(&name) {
+                return !self.cfg.selection.selects(&t);
+            }
+        }
+        db::classify(&rel_str(rel)).is_some_and(|a| !a.selected_by(&self.cfg.selection))
+    }
+
+    /// Whether a directory is hidden: a per-architecture database directory
+    /// (`library/gfx942/`, `aotriton/kernels/gfx90a/`) of an unselected target.
+    fn hidden_dir(&self, rel: &Path) -> bool {
+        db::classify(&format!("{}/_", rel_str(rel))).is_some_and(|a| !a.selected_by(&self.cfg.selection))
+    }
+
+    /// Cheap, cached: does this file (by identity) look like a fat binary?
+    fn probe(&self, rel: &Path, st: &SourceStat) -> bool {
+        if let Some(p) = self.probes.get(&st.id()) {
+            return *p;
+        }
+        let fat = match self.tree.open_file(rel) {
+            Ok((f, _)) => host::probe(&f),
+            Err(_) => false,
+        };
+        self.probes.insert(st.id(), fat);
+        fat
+    }
+
+    /// Plans (once per identity and path) how a regular file is served.
+    fn analyze(&self, rel: &Path, st: &SourceStat) -> Result<(SourceStat, Analysis)> {
+        let key = (st.id(), rel.to_path_buf());
+        if let Some(cell) = self.analyses.get(&key).map(|c| c.clone()) {
+            if let Some(a) = cell.get() {
+                return Ok((st.clone(), a.clone()));
+            }
+        }
+        let (file, fst) = self.tree.open_file(rel)?;
+        let key = (fst.id(), rel.to_path_buf());
+        if let Some(old) = self.current.insert(rel.to_path_buf(), fst.id()) {
+            if old != fst.id() {
+                self.analyses.remove(&(old, rel.to_path_buf()));
+                self.listings.retain(|_, l| l.id != old);
+            }
+        }
+        let cell = self.analyses.entry(key).or_insert_with(|| Arc::new(OnceLock::new())).clone();
+        let a = cell
+            .get_or_init(|| {
+                let rs = rel_str(rel);
+                if rel.to_str().is_none() {
+                    if host::probe(&file) {
+                        log::warn!("{}: served unchanged: file name is not UTF-8", rel.display());
+                    }
+                    return Analysis::Plain;
+                }
+                match FatBinary::analyze(&file, fst.id(), &rs, &self.cfg.selection, self.cfg.naming) {
+                    Ok(fb) => {
+                        self.stats.plans_built.fetch_add(1, Ordering::Relaxed);
+                        log::debug!("{rs}: planned, {} wrappers, archives {:?}", fb.plan.wrappers.len(), fb.archives.keys());
+                        Analysis::Fat(Arc::new(fb))
+                    }
+                    Err(NotTransformed::Plain) => Analysis::Plain,
+                    Err(NotTransformed::Refused(why)) => {
+                        self.stats.plans_refused.fetch_add(1, Ordering::Relaxed);
+                        log::warn!("{rs}: served unchanged: {why}");
+                        Analysis::Plain
+                    }
+                }
+            })
+            .clone();
+        Ok((fst, a))
+    }
+
+    fn file_node(&self, rel: &Path, st: SourceStat) -> Result<Node> {
+        if self.hidden(rel) {
+            return Err(Error::NotFound);
+        }
+        let (fst, a) = self.analyze(rel, &st)?;
+        Ok(match a {
+            Analysis::Plain => Node::Pass(fst),
+            Analysis::Fat(fb) => Node::Transformed(fst, fb),
+        })
+    }
+
+    /// The synthesized archive `name` in `bin_dir/.kpack`, if any.
+    fn synth_archive(&self, bin_dir: &Path, name: &str) -> Result<Option<Node>> {
+        let Some((group, _)) = name.strip_suffix(".kpack").and_then(|s| s.rsplit_once('_')) else { return Ok(None) };
+        let bin = bin_dir.join(group);
+        let st = match self.tree.stat(&bin) {
+            Ok(st) if st.kind == SourceKind::File => st,
+            _ => return Ok(None),
+        };
+        match self.file_node(&bin, st) {
+            Ok(Node::Transformed(fst, fb)) => Ok(fb.archives.get(name).cloned().map(|a| Node::Archive(fst, fb, a))),
+            Ok(_) | Err(Error::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The (cached) listing of source directory `rel`.
+    fn listing(&self, rel: &Path) -> Result<Arc<Listing>> {
+        let st = self.tree.stat(rel)?;
+        if st.kind != SourceKind::Dir {
+            return Err(Error::NotDir);
+        }
+        if let Some(l) = self.listings.get(rel) {
+            if l.id == st.id() {
+                return Ok(l.clone());
+            }
+        }
+        let mut raw = self.tree.read_dir(rel)?;
+        raw.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut entries = Vec::with_capacity(raw.len() + 1);
+        let mut fat_files = Vec::new();
+        for (name, kind) in raw {
+            let child = rel.join(&name);
+            let child_st = match kind {
+                Some(SourceKind::Special) => continue,
+                _ => match self.tree.stat(&child) {
+                    Ok(s) => s,
+                    Err(_) => continue,
+                },
+            };
+            let t = match child_st.kind {
+                SourceKind::Dir if self.hidden_dir(&child) => continue,
+                SourceKind::Dir => NodeType::Dir,
+                SourceKind::Symlink => NodeType::Symlink,
+                SourceKind::File => {
+                    if self.hidden(&child) {
+                        continue;
+                    }
+                    if self.probe(&child, &child_st) {
+                        fat_files.push(name.clone());
+                    }
+                    NodeType::File
+                }
+                SourceKind::Special => continue,
+            };
+            entries.push(DirEntry { ino: self.inodes.ino_of(&child), name, kind: t });
+        }
+        if !fat_files.is_empty() && !entries.iter().any(|e| e.name == KPACK_DIR) {
+            let k = rel.join(KPACK_DIR);
+            entries.push(DirEntry { ino: self.inodes.ino_of(&k), name: KPACK_DIR.into(), kind: NodeType::Dir });
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        let l = Arc::new(Listing { id: st.id(), entries, fat_files });
+        self.listings.insert(rel.to_path_buf(), l.clone());
+        Ok(l)
+    }
+
+    fn has_fat(&self, dir: &Path) -> bool {
+        self.listing(dir).map(|l| !l.fat_files.is_empty()).unwrap_or(false)
+    }
+
+    fn resolve(&self, vpath: &Path) -> Result<Node> {
+        let Some(name) = vpath.file_name() else {
+            return Ok(Node::Dir(self.tree.stat(vpath)?));
+        };
+        let parent = vpath.parent().unwrap_or(Path::new(""));
+        let name_s = name.to_string_lossy();
+        if parent.file_name() == Some(OsStr::new(KPACK_DIR)) && name_s.ends_with(".kpack") {
+            let bin_dir = parent.parent().unwrap_or(Path::new(""));
+            if let Some(n) = self.synth_archive(bin_dir, &name_s)? {
+                return Ok(n);
+            }
+        }
+        match self.tree.stat(vpath) {
+            Ok(st) => match st.kind {
+                SourceKind::Dir if name == KPACK_DIR && self.has_fat(parent) => {
+                    Ok(Node::KpackDir { parent: self.tree.stat(parent)?, merged: Some(st) })
+                }
+                SourceKind::Dir if self.hidden_dir(vpath) => Err(Error::NotFound),
+                SourceKind::Dir => Ok(Node::Dir(st)),
+                SourceKind::Symlink => Ok(Node::Symlink(st)),
+                SourceKind::File => self.file_node(vpath, st),
+                SourceKind::Special => Err(Error::NotFound),
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound && name == KPACK_DIR && self.has_fat(parent) => {
+                Ok(Node::KpackDir { parent: self.tree.stat(parent)?, merged: None })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn attr(&self, ino: u64, node: &Node) -> Attr {
+        let from = |st: &SourceStat, kind, origin, size| Attr {
+            ino,
+            kind,
+            origin,
+            size,
+            perm: st.perm,
+            nlink: st.nlink.max(1),
+            uid: st.uid,
+            gid: st.gid,
+            atime: st.atime,
+            mtime: st.mtime,
+            ctime: st.ctime,
+        };
+        match node {
+            Node::Dir(st) => from(st, NodeType::Dir, Origin::Dir, st.size),
+            Node::KpackDir { parent, merged } => {
+                let mut a = from(merged.as_ref().unwrap_or(parent), NodeType::Dir, Origin::KpackDir, 4096);
+                a.nlink = 2;
+                a
+            }
+            Node::Symlink(st) => from(st, NodeType::Symlink, Origin::Symlink, st.size),
+            Node::Pass(st) => from(st, NodeType::File, Origin::Passthrough, st.size),
+            Node::Transformed(st, fb) => {
+                let mut a = from(st, NodeType::File, Origin::Transformed, fb.plan.layout.len());
+                a.nlink = 1;
+                a
+            }
+            Node::Archive(st, _, ap) => {
+                let mut a = from(st, NodeType::File, Origin::Archive, ap.layout.len());
+                a.nlink = 1;
+                a
+            }
+        }
+    }
+
+    /// Looks `name` up in directory `parent`.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Attr> {
+        self.stats.lookups.fetch_add(1, Ordering::Relaxed);
+        if name.len() > 255 {
+            return Err(Error::NameTooLong);
+        }
+        source::check_name(name).map_err(|_| Error::InvalidName)?;
+        let dir = self.path(parent)?;
+        let child = dir.join(name);
+        let node = self.resolve(&child)?;
+        Ok(self.attr(self.inodes.ino_of(&child), &node))
+    }
+
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        let p = self.path(ino)?;
+        let node = self.resolve(&p)?;
+        Ok(self.attr(ino, &node))
+    }
+
+    /// Attributes of the node at root-relative path `rel`.
+    pub fn getattr_path(&self, rel: &Path) -> Result<Attr> {
+        source::check_relative(rel).map_err(|_| Error::InvalidName)?;
+        let node = self.resolve(rel)?;
+        Ok(self.attr(self.inodes.ino_of(rel), &node))
+    }
+
+    /// Root-relative path of an inode.
+    pub fn path_of(&self, ino: u64) -> Result<PathBuf> {
+        self.path(ino)
+    }
+
+    pub fn readlink(&self, ino: u64) -> Result<OsString> {
+        let p = self.path(ino)?;
+        match self.resolve(&p)? {
+            Node::Symlink(_) => Ok(self.tree.read_link(&p)?),
+            _ => Err(Error::NotSymlink),
+        }
+    }
+
+    /// The entries of a directory (without `.` and `..`), sorted by name;
+    /// the order (and so any offset into it) is stable while the source
+    /// directory is unchanged.
+    pub fn readdir(&self, ino: u64) -> Result<Vec<DirEntry>> {
+        let p = self.path(ino)?;
+        match self.resolve(&p)? {
+            Node::Dir(_) => Ok(self.listing(&p)?.entries.clone()),
+            Node::KpackDir { merged, .. } => {
+                let bin_dir = p.parent().unwrap_or(Path::new(""));
+                let mut by_name: BTreeMap<OsString, DirEntry> = BTreeMap::new();
+                if merged.is_some() {
+                    for e in self.listing(&p)?.entries.iter() {
+                        by_name.insert(e.name.clone(), e.clone());
+                    }
+                }
+                for bin in self.listing(bin_dir)?.fat_files.clone() {
+                    let rel = bin_dir.join(&bin);
+                    let Ok(st) = self.tree.stat(&rel) else { continue };
+                    if let Ok(Node::Transformed(_, fb)) = self.file_node(&rel, st) {
+                        for name in fb.archives.keys() {
+                            let ino = self.inodes.ino_of(&p.join(name));
+                            by_name.insert(name.into(), DirEntry { name: name.into(), ino, kind: NodeType::File });
+                        }
+                    }
+                }
+                Ok(by_name.into_values().collect())
+            }
+            _ => Err(Error::NotDir),
+        }
+    }
+
+    /// Opens a file for reading.
+    pub fn open(&self, ino: u64) -> Result<OpenFile> {
+        let p = self.path(ino)?;
+        self.open_path(&p)
+    }
+
+    pub fn open_path(&self, rel: &Path) -> Result<OpenFile> {
+        self.stats.opens.fetch_add(1, Ordering::Relaxed);
+        let node = self.resolve(rel)?;
+        let (bin_rel, content, want): (PathBuf, Content, Option<SourceId>) = match node {
+            Node::Dir(_) | Node::KpackDir { .. } => return Err(Error::IsDir),
+            Node::Symlink(_) => return Err(Error::NotFound),
+            Node::Pass(st) => (rel.to_path_buf(), Content::Pass(Layout::passthrough(st.size)), Some(st.id())),
+            Node::Transformed(st, fb) => (rel.to_path_buf(), Content::Binary(fb), Some(st.id())),
+            Node::Archive(st, fb, ap) => {
+                let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
+                (dir.join(&fb.group), Content::Archive(ap), Some(st.id()))
+            }
+        };
+        let (file, fst) = self.tree.open_file(&bin_rel)?;
+        if want.is_some_and(|w| w != fst.id()) {
+            // Changed between planning and opening: plan again, once.
+            return match self.resolve(rel)? {
+                Node::Pass(st) | Node::Transformed(st, _) | Node::Archive(st, _, _) if st.id() == fst.id() => self.open_path(rel),
+                _ => Err(Error::Changed(bin_rel.display().to_string())),
+            };
+        }
+        let content = match content {
+            Content::Pass(_) => Content::Pass(Layout::passthrough(fst.size)),
+            c => c,
+        };
+        Ok(OpenFile { content, file, id: fst.id(), blobs: self.blobs.clone(), stats: self.stats.clone(), path: rel.to_path_buf() })
+    }
+
+    pub fn statfs(&self) -> Result<FsStats> {
+        Ok(self.tree.statfs()?)
+    }
+
+    /// Extended attributes of a node: `user.kpackfs.origin` everywhere;
+    /// on the root also the operator counters, selection and source.
+    pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, Vec<u8>)>> {
+        let attr = self.getattr(ino)?;
+        let mut v = vec![("user.kpackfs.origin".to_string(), attr.origin.to_string().into_bytes())];
+        if ino == ROOT_INO {
+            v.push(("user.kpackfs.stats".into(), self.stats().to_string().into_bytes()));
+            v.push(("user.kpackfs.arch".into(), self.cfg.selection.to_string().into_bytes()));
+            v.push(("user.kpackfs.source".into(), self.cfg.source.to_string_lossy().into_owned().into_bytes()));
+        }
+        if attr.origin == Origin::Transformed {
+            let p = self.path(ino)?;
+            if let Node::Transformed(_, fb) = self.resolve(&p)? {
+                let t: Vec<String> = fb.targets.iter().map(ToString::to_string).collect();
+                v.push(("user.kpackfs.targets".into(), t.join(",").into_bytes()));
+            }
+        }
+        Ok(v)
+    }
+}
+
+enum Content {
+    Pass(Layout),
+    Binary(Arc<FatBinary>),
+    Archive(Arc<ArchivePlan>),
+}
+
+/// Decoded blobs of one source identity, through the shared LRU.
+struct Blobs<'a> {
+    cache: &'a BlobCache,
+    id: SourceId,
+}
+
+impl BlobStore for Blobs<'_> {
+    fn decoded(&self, src: &dyn ReadAt, blob: &BlobRef) -> std::result::Result<Arc<[u8]>, LayoutError> {
+        self.cache
+            .get_or_load(&(self.id, blob.at), || {
+                crate::bundle::ccob::decode(src, blob.at, blob.len, &blob.header).map(Into::into).map_err(|e| e.to_string())
+            })
+            .map_err(LayoutError::Shared)
+    }
+}
+
+/// An open file of the view. Reads are positional and may run concurrently.
+pub struct OpenFile {
+    content: Content,
+    file: File,
+    id: SourceId,
+    blobs: Arc<BlobCache>,
+    stats: Arc<Stats>,
+    path: PathBuf,
+}
+
+impl OpenFile {
+    /// The layout being served.
+    pub fn layout(&self) -> &Layout {
+        match &self.content {
+            Content::Pass(l) => l,
+            Content::Binary(fb) => &fb.plan.layout,
+            Content::Archive(ap) => &ap.layout,
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.layout().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Identity of the source file being served.
+    pub fn source_id(&self) -> SourceId {
+        self.id
+    }
+
+    pub fn origin(&self) -> Origin {
+        match self.content {
+            Content::Pass(_) => Origin::Passthrough,
+            Content::Binary(_) => Origin::Transformed,
+            Content::Archive(_) => Origin::Archive,
+        }
+    }
+
+    /// The source file itself when the content is served unchanged (for
+    /// kernel passthrough).
+    pub fn passthrough_file(&self) -> Option<&File> {
+        matches!(self.content, Content::Pass(_)).then_some(&self.file)
+    }
+
+    /// The source file the layout's source extents refer to.
+    pub fn source_file(&self) -> &File {
+        &self.file
+    }
+
+    /// Fills `buf` from `offset`; returns the count (short only at EOF).
+    /// Fails with [`Error::Changed`] rather than serve bytes of a source
+    /// that changed under the plan.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let store = Blobs { cache: &self.blobs, id: self.id };
+        let r = self.layout().read_at(offset, buf, &self.file, &store);
+        let still = source::fstat_file(&self.file).map(|s| s.id() == self.id).unwrap_or(false);
+        if !still {
+            return Err(Error::Changed(self.path.display().to_string()));
+        }
+        let n = r?;
+        self.stats.reads.fetch_add(1, Ordering::Relaxed);
+        self.stats.bytes_served.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// Decoded-blob access for external copy loops.
+    pub fn blob_store(&self) -> impl BlobStore + '_ {
+        Blobs { cache: &self.blobs, id: self.id }
+    }
+}

@@ -1,0 +1,493 @@
+//! The FUSE adapter: translates `fuser` requests into [`View`] calls and
+//! view errors into errno. No format logic lives here.
+//!
+//! Speed comes from the kernel: long entry/attribute TTLs, `FOPEN_KEEP_CACHE`
+//! (so repeat reads never reach us), several worker threads, and — for
+//! files served unchanged — kernel passthrough (`FUSE_PASSTHROUGH`, Linux ≥
+//! 6.9), which makes their reads native. Binaries must stay mmap-able for
+//! `dlopen`, so nothing uses direct I/O.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dashmap::DashMap;
+use fuser::{
+    AccessFlags, BackingId, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
+};
+
+use kpackfs_core::source::{SourceId, Time};
+use kpackfs_core::view::{self, Attr, DirEntry, NodeType, OpenFile, View};
+
+fn errno(e: &view::Error) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn systime(t: Time) -> SystemTime {
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs())
+    }
+}
+
+fn file_type(k: NodeType) -> FileType {
+    match k {
+        NodeType::Dir => FileType::Directory,
+        NodeType::File => FileType::RegularFile,
+        NodeType::Symlink => FileType::Symlink,
+    }
+}
+
+fn fuse_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.size.div_ceil(512),
+        atime: systime(a.atime),
+        mtime: systime(a.mtime),
+        ctime: systime(a.ctime),
+        crtime: systime(a.ctime),
+        kind: file_type(a.kind),
+        perm: (a.perm & 0o7777) as u16,
+        nlink: a.nlink.min(u32::MAX as u64) as u32,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: 128 * 1024,
+        flags: 0,
+    }
+}
+
+/// An open regular file.
+struct Handle {
+    file: OpenFile,
+    /// Keeps the kernel's passthrough backing alive until release.
+    _backing: Option<Arc<BackingId>>,
+}
+
+/// A directory snapshot taken at opendir, so offsets stay valid.
+struct DirHandle {
+    entries: Vec<DirEntry>,
+}
+
+pub struct KpackFs {
+    view: Arc<View>,
+    ttl: Duration,
+    want_passthrough: bool,
+    passthrough: AtomicBool,
+    next_fh: AtomicU64,
+    files: DashMap<u64, Handle>,
+    dirs: DashMap<u64, DirHandle>,
+    /// One backing id per inode while any handle of it is open (the kernel
+    /// rejects a second, different one).
+    backing: Mutex<HashMap<u64, Weak<BackingId>>>,
+    /// Source identity last served per inode: when it changes, the kernel's
+    /// cached pages for the inode are dropped at open.
+    served: DashMap<u64, SourceId>,
+}
+
+thread_local! {
+    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+impl KpackFs {
+    pub fn new(view: Arc<View>, ttl: Duration, passthrough: bool) -> KpackFs {
+        KpackFs {
+            view,
+            ttl,
+            want_passthrough: passthrough,
+            passthrough: AtomicBool::new(false),
+            next_fh: AtomicU64::new(1),
+            files: DashMap::new(),
+            dirs: DashMap::new(),
+            backing: Mutex::new(HashMap::new()),
+            served: DashMap::new(),
+        }
+    }
+
+    fn fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A shared backing id for `ino`, created from `f` if none is live.
+    fn backing_for(&self, reply: &ReplyOpen, ino: u64, f: &std::fs::File) -> Option<Arc<BackingId>> {
+        let mut map = self.backing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(id) = map.get(&ino).and_then(Weak::upgrade) {
+            return Some(id);
+        }
+        match reply.open_backing(f) {
+            Ok(id) => {
+                let id = Arc::new(id);
+                map.insert(ino, Arc::downgrade(&id));
+                Some(id)
+            }
+            Err(e) => {
+                log::info!("kernel passthrough unavailable ({e}); serving unchanged files through the daemon");
+                self.passthrough.store(false, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}
+
+impl Filesystem for KpackFs {
+    fn init(&mut self, _req: &Request, cfg: &mut KernelConfig) -> std::io::Result<()> {
+        for flag in [
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_CACHE_SYMLINKS,
+            InitFlags::FUSE_AUTO_INVAL_DATA,
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
+        ] {
+            if cfg.add_capabilities(flag).is_err() {
+                log::debug!("kernel lacks {flag:?}");
+            }
+        }
+        let _ = cfg.set_max_readahead(1 << 20).or_else(|max| cfg.set_max_readahead(max));
+        if self.want_passthrough {
+            let ok = cfg.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok() && cfg.set_max_stack_depth(1).is_ok();
+            self.passthrough.store(ok, Ordering::Relaxed);
+            log::info!("kernel passthrough {}", if ok { "negotiated" } else { "not supported by this kernel" });
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        log::info!("unmounted; counters:\n{}", self.view.stats());
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.view.lookup(parent.0, name) {
+            Ok(a) => reply.entry_with_ttls(&self.ttl, &self.ttl, &fuse_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.view.getattr(ino.0) {
+            Ok(a) => reply.attr(&self.ttl, &fuse_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.view.readlink(ino.0) {
+            Ok(t) => reply.data(t.as_encoded_bytes()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0 {
+            return reply.error(Errno::EROFS);
+        }
+        let file = match self.view.open(ino.0) {
+            Ok(f) => f,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        // Keep the kernel's cached pages unless the source changed since
+        // they were read.
+        let changed = self.served.insert(ino.0, file.source_id()).is_some_and(|old| old != file.source_id());
+        let flags = if changed { FopenFlags::empty() } else { FopenFlags::FOPEN_KEEP_CACHE };
+        let fh = self.fh();
+        if self.passthrough.load(Ordering::Relaxed) {
+            if let Some(src) = file.passthrough_file() {
+                if let Some(id) = self.backing_for(&reply, ino.0, src) {
+                    reply.opened_passthrough(FileHandle(fh), flags, &id);
+                    self.files.insert(fh, Handle { file, _backing: Some(id) });
+                    return;
+                }
+            }
+        }
+        self.files.insert(fh, Handle { file, _backing: None });
+        reply.opened(FileHandle(fh), flags);
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let Some(h) = self.files.get(&fh.0) else { return reply.error(Errno::EBADF) };
+        READ_BUF.with(|b| {
+            let mut buf = b.borrow_mut();
+            buf.resize(size as usize, 0);
+            match h.file.read_at(offset, &mut buf) {
+                Ok(n) => reply.data(&buf[..n]),
+                Err(e) => {
+                    log::warn!("read failed: {e}");
+                    reply.error(errno(&e))
+                }
+            }
+        });
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.files.remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.view.readdir(ino.0) {
+            Ok(entries) => {
+                let fh = self.fh();
+                self.dirs.insert(fh, DirHandle { entries });
+                reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR);
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let Some(d) = self.dirs.get(&fh.0) else { return reply.error(Errno::EBADF) };
+        // Offsets: 1 = ".", 2 = "..", 2+i+1 = entries[i].
+        let parent = self.view.path_of(ino.0).ok().and_then(|p| p.parent().map(Path::to_path_buf));
+        let parent_ino = match parent {
+            Some(p) => self.view.getattr_path(&p).map(|a| a.ino).unwrap_or(ino.0),
+            None => ino.0,
+        };
+        let dots = [(ino.0, FileType::Directory, OsStr::new(".")), (parent_ino, FileType::Directory, OsStr::new(".."))];
+        let all = dots.iter().map(|(i, k, n)| (*i, *k, *n)).chain(d.entries.iter().map(|e| (e.ino, file_type(e.kind), e.name.as_os_str())));
+        for (i, (ino, kind, name)) in all.enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(ino), (i + 1) as u64, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let Some(d) = self.dirs.get(&fh.0) else { return reply.error(Errno::EBADF) };
+        let self_attr = match self.view.getattr(ino.0) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let parent_attr = self
+            .view
+            .path_of(ino.0)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .and_then(|p| self.view.getattr_path(&p).ok())
+            .unwrap_or_else(|| self_attr.clone());
+        let mut i = offset as usize;
+        let total = d.entries.len() + 2;
+        while i < total {
+            let (name, attr) = match i {
+                0 => (OsStr::new("."), self_attr.clone()),
+                1 => (OsStr::new(".."), parent_attr.clone()),
+                n => {
+                    let e = &d.entries[n - 2];
+                    match self.view.lookup(ino.0, &e.name) {
+                        Ok(a) => (e.name.as_os_str(), a),
+                        // Vanished since opendir: skip it.
+                        Err(_) => {
+                            i += 1;
+                            continue;
+                        }
+                    }
+                }
+            };
+            if reply.add(INodeNo(attr.ino), (i + 1) as u64, name, &self.ttl, &fuse_attr(&attr), Generation(0)) {
+                break;
+            }
+            i += 1;
+        }
+        reply.ok();
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.dirs.remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.view.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks,
+                0,
+                0,
+                s.files,
+                0,
+                s.block_size.min(u32::MAX as u64) as u32,
+                s.name_max.min(u32::MAX as u64) as u32,
+                s.block_size.min(u32::MAX as u64) as u32,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        if mask.contains(AccessFlags::W_OK) {
+            return reply.error(Errno::EROFS);
+        }
+        match self.view.getattr(ino.0) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let attrs = match self.view.xattrs(ino.0) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        match attrs.iter().find(|(n, _)| OsStr::new(n) == name) {
+            None => reply.error(Errno::NO_XATTR),
+            Some((_, v)) if size == 0 => reply.size(v.len() as u32),
+            Some((_, v)) if v.len() > size as usize => reply.error(Errno::ERANGE),
+            Some((_, v)) => reply.data(v),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let attrs = match self.view.xattrs(ino.0) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let mut list = Vec::new();
+        for (n, _) in &attrs {
+            list.extend_from_slice(n.as_bytes());
+            list.push(0);
+        }
+        if size == 0 {
+            reply.size(list.len() as u32)
+        } else if list.len() > size as usize {
+            reply.error(Errno::ERANGE)
+        } else {
+            reply.data(&list)
+        }
+    }
+
+    // Read-only: every mutating operation answers EROFS.
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        _size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn mknod(&self, _req: &Request, _p: INodeNo, _n: &OsStr, _m: u32, _u: u32, _r: u32, reply: ReplyEntry) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn mkdir(&self, _req: &Request, _p: INodeNo, _n: &OsStr, _m: u32, _u: u32, reply: ReplyEntry) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn unlink(&self, _req: &Request, _p: INodeNo, _n: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn rmdir(&self, _req: &Request, _p: INodeNo, _n: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn symlink(&self, _req: &Request, _p: INodeNo, _n: &OsStr, _t: &Path, reply: ReplyEntry) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn rename(&self, _req: &Request, _p: INodeNo, _n: &OsStr, _np: INodeNo, _nn: &OsStr, _f: RenameFlags, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn link(&self, _req: &Request, _i: INodeNo, _np: INodeNo, _nn: &OsStr, reply: ReplyEntry) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _data: &[u8],
+        _wf: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn create(&self, _req: &Request, _p: INodeNo, _n: &OsStr, _m: u32, _u: u32, _f: i32, reply: ReplyCreate) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn setxattr(&self, _req: &Request, _i: INodeNo, _n: &OsStr, _v: &[u8], _f: i32, _p: u32, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn removexattr(&self, _req: &Request, _i: INodeNo, _n: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn fallocate(&self, _req: &Request, _i: INodeNo, _fh: FileHandle, _o: u64, _l: u64, _m: i32, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _off_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _off_out: u64,
+        _len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+}

@@ -1,0 +1,276 @@
+//! `kpackfs mount`: argument checks, detaching, the FUSE session, clean
+//! unmount on SIGINT/SIGTERM/SIGHUP.
+//!
+//! Detaching re-executes the binary in the foreground as a child in its own
+//! process group and waits for it to report that the mount is live (the
+//! fuser session returns only after the kernel handshake), so a script can
+//! use the mountpoint on its next line. Re-exec instead of `fork` keeps the
+//! daemon free of a half-copied multi-threaded runtime.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{Config, MountOption, SessionACL};
+
+use crate::cli::{parse_size, MountArgs, Naming};
+use crate::{source_dir, view_config, Failure};
+use kpackfs_core::view::View;
+
+/// Set in the detached child: report readiness on stdout.
+const READY_ENV: &str = "KPACKFS_REPORT_READY";
+
+/// Applies `-o a,b=c` options (fstab / mount helper style).
+fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
+    let opts: Vec<String> = args.options.iter().flat_map(|o| o.split(',')).map(str::trim).filter(|o| !o.is_empty()).map(String::from).collect();
+    let mut from_options = false;
+    for o in opts {
+        let (k, v) = match o.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (o.as_str(), None),
+        };
+        fn need<'a>(k: &str, v: Option<&'a str>) -> Result<&'a str, Failure> {
+            v.ok_or_else(|| Failure::usage(format!("-o {k} needs a value")))
+        }
+        match k {
+            // Repeat `arch=` for several targets: commas separate options here.
+            "arch" => {
+                let t = need(k, v)?;
+                args.view.arch = Some(match args.view.arch.take() {
+                    Some(prev) if from_options => format!("{prev},{t}"),
+                    _ => t.to_string(),
+                });
+                from_options = true;
+            }
+            "allow_other" => args.allow_other = true,
+            "auto_unmount" => args.auto_unmount = true,
+            "foreground" => args.foreground = true,
+            "cache_size" => args.view.cache_size = parse_size(need(k, v)?).map_err(Failure::usage)?,
+            "threads" => args.threads = need(k, v)?.parse().map_err(|_| Failure::usage("-o threads needs a number"))?,
+            "ttl" => args.ttl = need(k, v)?.parse().map_err(|_| Failure::usage("-o ttl needs seconds"))?,
+            "no_passthrough" => args.no_passthrough = true,
+            "archive_names" => {
+                args.view.archive_names = match need(k, v)? {
+                    "target" => Naming::Target,
+                    "processor" => Naming::Processor,
+                    x => return Err(Failure::usage(format!("-o archive_names={x}: use target or processor"))),
+                }
+            }
+            "log_file" => args.log_file = Some(PathBuf::from(need(k, v)?)),
+            // Generic options mount(8)/mount.fuse3/systemd pass along: the
+            // view is always read-only, nodev, nosuid.
+            "ro" | "rw" | "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "atime" | "noatime" | "relatime" | "auto" | "noauto"
+            | "user" | "nouser" | "users" | "defaults" | "nofail" | "_netdev" | "default_permissions" | "fsname" | "subtype" | "async" | "sync" => {
+                if k == "rw" {
+                    log::warn!("-o rw ignored: the view is read-only");
+                }
+            }
+            k if k.starts_with("x-") || k.starts_with("comment") => {}
+            k => return Err(Failure::usage(format!("unknown mount option {k:?}"))),
+        }
+    }
+    Ok(())
+}
+
+/// Unescapes a `/proc/self/mountinfo` path field (`\040` is a space).
+fn unescape_mountinfo(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether something is already mounted exactly at `mnt`.
+pub fn is_mountpoint(mnt: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    info.lines().any(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(mnt.as_os_str().as_bytes()))
+}
+
+/// Unmounts `mnt`, lazily if it is busy, so that no stale mount remains.
+pub fn unmount(mnt: &Path) -> std::io::Result<()> {
+    let c = std::ffi::CString::new(mnt.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the calls.
+    let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EBUSY) => {
+            log::warn!("{} is busy; detaching it lazily", mnt.display());
+            // SAFETY: as above.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                return Ok(());
+            }
+            Err(std::io::Error::last_os_error())
+        }
+        Some(libc::EPERM) => {
+            // Not root: the setuid helper can unmount our own mount.
+            let st = Command::new("fusermount3").arg("-u").arg("-z").arg(mnt).status().or_else(|_| Command::new("fusermount").arg("-u").arg("-z").arg(mnt).status())?;
+            if st.success() {
+                Ok(())
+            } else {
+                Err(std::io::Error::other(format!("fusermount -u {} failed", mnt.display())))
+            }
+        }
+        Some(libc::EINVAL) | Some(libc::ENOENT) => Ok(()), // not mounted any more
+        _ => Err(err),
+    }
+}
+
+/// Raises the mount's readahead to 1 MiB (the kernel's FUSE default is
+/// 128 KiB) through its backing-device sysfs knob. Best effort.
+fn raise_readahead(mnt: &Path) {
+    let Ok(st) = rustix_stat(mnt) else { return };
+    let (maj, min) = (libc::major(st), libc::minor(st));
+    let knob = format!("/sys/class/bdi/{maj}:{min}/read_ahead_kb");
+    match std::fs::write(&knob, "1024") {
+        Ok(()) => log::debug!("readahead of {} set to 1 MiB", mnt.display()),
+        Err(e) => log::debug!("could not raise readahead ({knob}: {e})"),
+    }
+}
+
+fn rustix_stat(p: &Path) -> std::io::Result<libc::dev_t> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata(p)?.dev() as libc::dev_t)
+}
+
+/// Starts the daemon as a detached child and waits until its mount is live.
+fn detach() -> Result<(), Failure> {
+    let exe = std::env::current_exe().map_err(|e| Failure::runtime(format!("cannot find own executable: {e}")))?;
+    let mut argv: Vec<OsString> = std::env::args_os().skip(1).collect();
+    argv = crate::cli::normalize_args([OsString::from("kpackfs")].into_iter().chain(argv).collect()).into_iter().skip(1).collect();
+    argv.insert(1, "--foreground".into());
+    let mut child = Command::new(exe)
+        .args(&argv)
+        .env(READY_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Failure::runtime(format!("cannot start the daemon: {e}")))?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    if line.trim() == "ready" {
+        return Ok(());
+    }
+    let status = child.wait().map_err(|e| Failure::runtime(e.to_string()))?;
+    Err(Failure { code: status.code().unwrap_or(1).clamp(1, 255) as u8, msg: "mount failed (see above)".into() })
+}
+
+/// Points stdout/stderr at the log file (or /dev/null) once detached, so a
+/// closed terminal never breaks the daemon.
+fn redirect_stdio(log_file: Option<&Path>) {
+    let target = match log_file {
+        Some(p) => std::fs::OpenOptions::new().create(true).append(true).open(p),
+        None => std::fs::OpenOptions::new().write(true).open("/dev/null"),
+    };
+    if let Ok(f) = target {
+        use std::os::fd::AsRawFd;
+        // SAFETY: dup2 onto the standard descriptors with a valid open fd.
+        unsafe {
+            libc::dup2(f.as_raw_fd(), 1);
+            libc::dup2(f.as_raw_fd(), 2);
+        }
+    }
+}
+
+pub fn run(mut args: MountArgs) -> Result<(), Failure> {
+    apply_options(&mut args)?;
+    let (source, mnt) = match args.paths.as_slice() {
+        [m] => (None, m.clone()),
+        [s, m] => (Some(s.clone()), m.clone()),
+        _ => return Err(Failure::usage("usage: kpackfs mount [SOURCE] MOUNTPOINT --arch TARGET")),
+    };
+    let src = source_dir(source.as_deref())?;
+    let cfg = view_config(src.clone(), &args.view)?;
+    let md = std::fs::metadata(&mnt).map_err(|e| Failure::usage(format!("mountpoint {}: {e}", mnt.display())))?;
+    if !md.is_dir() {
+        return Err(Failure::usage(format!("mountpoint {}: not a directory", mnt.display())));
+    }
+    let mnt = std::fs::canonicalize(&mnt).map_err(|e| Failure::usage(format!("mountpoint {}: {e}", mnt.display())))?;
+    if is_mountpoint(&mnt) {
+        return Err(Failure::usage(format!("mountpoint {} is busy: something is already mounted there", mnt.display())));
+    }
+    if mnt.starts_with(&src) {
+        return Err(Failure::usage(format!("mountpoint {} lies inside the source {}", mnt.display(), src.display())));
+    }
+    if !args.foreground {
+        return detach();
+    }
+
+    let view = Arc::new(View::new(cfg).map_err(|e| Failure::usage(format!("source {}: {e}", src.display())))?);
+    let fs = crate::fuse::KpackFs::new(view.clone(), Duration::from_secs(args.ttl), !args.no_passthrough);
+    let mut config = Config::default();
+    let fsname = format!("kpackfs:{}", src.display()).replace([',', ' ', '\t', '\n'], "_");
+    config.mount_options = vec![
+        MountOption::RO,
+        MountOption::FSName(fsname),
+        MountOption::Subtype("kpackfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoAtime,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    if args.auto_unmount {
+        config.mount_options.push(MountOption::AutoUnmount);
+    }
+    config.acl = if args.allow_other {
+        SessionACL::All
+    } else if args.auto_unmount {
+        SessionACL::RootAndOwner
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(args.threads as usize);
+    config.clone_fd = true;
+
+    let mut session = fuser::Session::new(fs, &mnt, &config).map_err(|e| Failure::runtime(format!("mounting at {}: {e}", mnt.display())))?;
+    raise_readahead(&mnt);
+    log::info!("serving {} at {} for {}", src.display(), mnt.display(), view.config().selection);
+
+    // Signals end the mount cleanly.
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])
+        .map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
+    let sig_mnt = mnt.clone();
+    let _unmounter = session.unmount_callable();
+    std::thread::Builder::new()
+        .name("kpackfs-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                log::info!("signal {sig}: unmounting {}", sig_mnt.display());
+                if let Err(e) = unmount(&sig_mnt) {
+                    log::error!("unmounting {}: {e}", sig_mnt.display());
+                }
+            }
+        })
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+
+    if std::env::var_os(READY_ENV).is_some() {
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "ready");
+        let _ = out.flush();
+        redirect_stdio(args.log_file.as_deref());
+    } else {
+        eprintln!("kpackfs: serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.config().selection);
+    }
+    let r = session.run();
+    log::info!("counters at unmount:\n{}", view.stats());
+    r.map_err(|e| Failure::runtime(format!("FUSE session: {e}")))
+}
