@@ -201,7 +201,9 @@ impl Filesystem for KpackFs {
         if self.passthrough.load(Ordering::Relaxed) {
             if let Some(src) = file.passthrough_file() {
                 if let Some(id) = self.backing_for(&reply, ino.0, src) {
-                    reply.opened_passthrough(FileHandle(fh), flags, &id);
+                    // The kernel accepts only passthrough-compatible open
+                    // flags here (no KEEP_CACHE: it caches nothing itself).
+                    reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id);
                     self.files.insert(fh, Handle { file, _backing: Some(id) });
                     return;
                 }

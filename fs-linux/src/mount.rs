@@ -134,19 +134,21 @@ pub fn unmount(mnt: &Path) -> std::io::Result<()> {
 
 /// Raises the mount's readahead to 1 MiB (the kernel's FUSE default is
 /// 128 KiB) through its backing-device sysfs knob. Best effort.
+/// Reads the device number from mountinfo: stat()ing the mountpoint itself
+/// would ask this very daemon.
 fn raise_readahead(mnt: &Path) {
-    let Ok(st) = rustix_stat(mnt) else { return };
-    let (maj, min) = (libc::major(st), libc::minor(st));
-    let knob = format!("/sys/class/bdi/{maj}:{min}/read_ahead_kb");
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
+    let Some(dev) = info.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.get(4).map(|m| unescape_mountinfo(m)).as_deref() == Some(mnt.as_os_str().as_bytes())).then(|| f.get(2).map(|d| d.to_string())).flatten()
+    }) else {
+        return;
+    };
+    let knob = format!("/sys/class/bdi/{dev}/read_ahead_kb");
     match std::fs::write(&knob, "1024") {
         Ok(()) => log::debug!("readahead of {} set to 1 MiB", mnt.display()),
         Err(e) => log::debug!("could not raise readahead ({knob}: {e})"),
     }
-}
-
-fn rustix_stat(p: &Path) -> std::io::Result<libc::dev_t> {
-    use std::os::unix::fs::MetadataExt;
-    Ok(std::fs::metadata(p)?.dev() as libc::dev_t)
 }
 
 /// Starts the daemon as a detached child and waits until its mount is live.
@@ -242,7 +244,6 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     config.clone_fd = true;
 
     let mut session = fuser::Session::new(fs, &mnt, &config).map_err(|e| Failure::runtime(format!("mounting at {}: {e}", mnt.display())))?;
-    raise_readahead(&mnt);
     log::info!("serving {} at {} for {}", src.display(), mnt.display(), view.config().selection);
 
     // Signals end the mount cleanly.
@@ -250,6 +251,8 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
     let sig_mnt = mnt.clone();
     let _unmounter = session.unmount_callable();
+    let bg = session.spawn().map_err(|e| Failure::runtime(format!("starting the FUSE workers: {e}")))?;
+    raise_readahead(&mnt);
     std::thread::Builder::new()
         .name("kpackfs-signals".into())
         .spawn(move || {
@@ -270,7 +273,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     } else {
         eprintln!("kpackfs: serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.config().selection);
     }
-    let r = session.run();
+    let r = bg.guard.join().unwrap_or_else(|_| Err(std::io::Error::other("FUSE session panicked")));
     log::info!("counters at unmount:\n{}", view.stats());
     r.map_err(|e| Failure::runtime(format!("FUSE session: {e}")))
 }
