@@ -67,7 +67,7 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
             "ro" | "rw" | "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "atime" | "noatime" | "relatime" | "auto" | "noauto"
             | "user" | "nouser" | "users" | "defaults" | "nofail" | "_netdev" | "default_permissions" | "fsname" | "subtype" | "async" | "sync" => {
                 if k == "rw" {
-                    log::warn!("-o rw ignored: the view is read-only");
+                    log::debug!("-o rw ignored: the view is read-only");
                 }
             }
             k if k.starts_with("x-") || k.starts_with("comment") => {}
@@ -100,40 +100,29 @@ pub fn is_mountpoint(mnt: &Path) -> bool {
     info.lines().any(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(mnt.as_os_str().as_bytes()))
 }
 
-/// Unmounts `mnt`, lazily if it is busy, so that no stale mount remains.
-pub fn unmount(mnt: &Path) -> std::io::Result<()> {
+/// How long a busy mount keeps serving its current users after SIGTERM.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Detaches `mnt` from the namespace even though it is busy (`umount -l`).
+fn detach_lazily(mnt: &Path) -> std::io::Result<()> {
     let c = std::ffi::CString::new(mnt.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: `c` is a valid NUL-terminated path for the duration of the calls.
-    let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
-    if rc == 0 {
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
         return Ok(());
     }
     let err = std::io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EBUSY) => {
-            log::warn!("{} is busy; detaching it lazily", mnt.display());
-            // SAFETY: as above.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-                return Ok(());
-            }
-            Err(std::io::Error::last_os_error())
-        }
-        Some(libc::EPERM) => {
-            // Not root: the setuid helper can unmount our own mount.
-            let st = Command::new("fusermount3").arg("-u").arg("-z").arg(mnt).status().or_else(|_| Command::new("fusermount").arg("-u").arg("-z").arg(mnt).status())?;
-            if st.success() {
-                Ok(())
-            } else {
-                Err(std::io::Error::other(format!("fusermount -u {} failed", mnt.display())))
-            }
-        }
-        Some(libc::EINVAL) | Some(libc::ENOENT) => Ok(()), // not mounted any more
-        _ => Err(err),
+    if err.raw_os_error() != Some(libc::EPERM) {
+        return Err(err);
+    }
+    // Not root: the setuid helper can detach our own mount.
+    let ok = ["fusermount3", "fusermount"].iter().any(|h| Command::new(h).arg("-u").arg("-z").arg(mnt).status().is_ok_and(|s| s.success()));
+    if ok {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("fusermount -u -z {} failed", mnt.display())))
     }
 }
 
-/// Raises the mount's readahead to 1 MiB (the kernel's FUSE default is
-/// 128 KiB) through its backing-device sysfs knob. Best effort.
 /// Reads the device number from mountinfo: stat()ing the mountpoint itself
 /// would ask this very daemon.
 fn raise_readahead(mnt: &Path) {
@@ -244,24 +233,36 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     config.clone_fd = true;
 
     let mut session = fuser::Session::new(fs, &mnt, &config).map_err(|e| Failure::runtime(format!("mounting at {}: {e}", mnt.display())))?;
+    raise_readahead(&mnt);
     log::info!("serving {} at {} for {}", src.display(), mnt.display(), view.config().selection);
 
-    // Signals end the mount cleanly.
+    // Signals end the mount cleanly: unmount; if the mount is busy, detach
+    // it lazily (new users no longer see it), let current users finish for
+    // a grace period, then exit, which ends the detached connection.
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])
         .map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
     let sig_mnt = mnt.clone();
-    let _unmounter = session.unmount_callable();
-    let bg = session.spawn().map_err(|e| Failure::runtime(format!("starting the FUSE workers: {e}")))?;
-    raise_readahead(&mnt);
+    let mut unmounter = session.unmount_callable();
+    let sig_view = view.clone();
     std::thread::Builder::new()
         .name("kpackfs-signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                log::info!("signal {sig}: unmounting {}", sig_mnt.display());
-                if let Err(e) = unmount(&sig_mnt) {
-                    log::error!("unmounting {}: {e}", sig_mnt.display());
-                }
+            let Some(sig) = signals.forever().next() else { return };
+            log::info!("signal {sig}: unmounting {}", sig_mnt.display());
+            match unmounter.unmount() {
+                Ok(()) => return,
+                Err(e) => log::warn!("unmounting {}: {e}; detaching it lazily", sig_mnt.display()),
             }
+            if let Err(e) = detach_lazily(&sig_mnt) {
+                log::error!("detaching {}: {e}", sig_mnt.display());
+            }
+            // A second signal ends the grace period early.
+            let deadline = std::time::Instant::now() + GRACE;
+            while std::time::Instant::now() < deadline && signals.pending().next().is_none() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            log::info!("counters at exit:\n{}", sig_view.stats());
+            std::process::exit(0);
         })
         .map_err(|e| Failure::runtime(e.to_string()))?;
 
@@ -270,10 +271,10 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         let _ = writeln!(out, "ready");
         let _ = out.flush();
         redirect_stdio(args.log_file.as_deref());
-    } else {
+    } else if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("kpackfs: serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.config().selection);
     }
-    let r = bg.guard.join().unwrap_or_else(|_| Err(std::io::Error::other("FUSE session panicked")));
+    let r = session.run();
     log::info!("counters at unmount:\n{}", view.stats());
     r.map_err(|e| Failure::runtime(format!("FUSE session: {e}")))
 }

@@ -1,1 +1,320 @@
+//! Helpers for the end-to-end tests: locating the `kpackfs` binary and the
+//! test data, real mounts that always get unmounted, tree comparison, and
+//! the test HIP runtime (`tests/hip-stub`).
+//!
+//! These tests really mount (FUSE) and need root (as in CI); they fail —
+//! never skip — when something they need is missing, with the command that
+//! installs it.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use tempfile::TempDir;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("repo root")
+}
+
+pub fn assets() -> PathBuf {
+    repo().join("test_assets")
+}
+
+pub fn shared() -> PathBuf {
+    let p = std::env::var_os("KPACKFS_SHARED").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"));
+    assert!(p.join("vectors").is_dir(), "shared test data not found at {} (set KPACKFS_SHARED)", p.display());
+    p
+}
+
+/// The `kpackfs` binary built by this `cargo test` run (cargo builds every
+/// binary target of the workspace before running tests).
+pub fn kpackfs() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("kpackfs");
+    assert!(bin.is_file(), "{} not built: run `cargo test --workspace` (or `cargo build -p kpackfs`)", bin.display());
+    bin
+}
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "the mount tests need root (FUSE mounts, setpriv, unshare), as in CI");
+    assert!(Path::new("/dev/fuse").exists(), "/dev/fuse missing: these tests need FUSE");
+}
+
+pub fn tempdir() -> TempDir {
+    tempfile::Builder::new().prefix("kpackfs-test-").tempdir().expect("tempdir")
+}
+
+/// Is something mounted exactly at `mnt`?
+pub fn mounted(mnt: &Path) -> bool {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_string_lossy().replace(' ', "\\040");
+    info.lines().any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// A live `kpackfs mount -f` that is unmounted (and reaped) on drop.
+pub struct Mount {
+    pub mnt: PathBuf,
+    pub child: Option<Child>,
+    _dir: Option<TempDir>,
+}
+
+impl Mount {
+    /// Mounts `source` (None: the embedded demo) for `arch` with extra args.
+    pub fn new(source: Option<&Path>, arch: &str, extra: &[&str]) -> Mount {
+        let dir = tempdir();
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+        let mut m = Mount::at(source, &mnt, arch, extra);
+        m._dir = Some(dir);
+        m
+    }
+
+    pub fn at(source: Option<&Path>, mnt: &Path, arch: &str, extra: &[&str]) -> Mount {
+        let mut cmd = Command::new(kpackfs());
+        cmd.arg("mount").arg("-f");
+        if let Some(s) = source {
+            cmd.arg(s);
+        }
+        cmd.arg(mnt).arg("--arch").arg(arch).args(extra);
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("spawn kpackfs");
+        let start = Instant::now();
+        while !mounted(mnt) {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("kpackfs mount exited early: {st}");
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "mount at {} did not come up", mnt.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Mount { mnt: mnt.to_path_buf(), child: Some(child), _dir: None }
+    }
+
+    pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// Sends SIGTERM and waits for the daemon; returns its exit status.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                return Some(st);
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.terminate();
+        if mounted(&self.mnt) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+    }
+}
+
+/// One node of a tree, as seen through the filesystem API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    Dir { mode: u32 },
+    File { mode: u32, size: u64, sha: [u8; 32] },
+    Link { target: OsString },
+}
+
+/// Walks `root` without following symlinks. For files, also checks that
+/// `stat` size equals the number of bytes read.
+pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Node> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let p = root.join(&rel);
+        let md = fs::symlink_metadata(&p).unwrap_or_else(|e| panic!("lstat {}: {e}", p.display()));
+        let ft = md.file_type();
+        let node = if ft.is_symlink() {
+            Node::Link { target: fs::read_link(&p).expect("readlink").into_os_string() }
+        } else if ft.is_dir() {
+            for e in fs::read_dir(&p).unwrap_or_else(|e| panic!("readdir {}: {e}", p.display())) {
+                stack.push(rel.join(e.expect("dirent").file_name()));
+            }
+            Node::Dir { mode: md.mode() & 0o7777 }
+        } else {
+            let mut data = Vec::new();
+            fs::File::open(&p).and_then(|mut f| f.read_to_end(&mut data)).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
+            assert_eq!(data.len() as u64, md.len(), "{}: stat size {} but {} bytes read", p.display(), md.len(), data.len());
+            Node::File { mode: md.mode() & 0o7777, size: md.len(), sha: sha256(&data) }
+        };
+        out.insert(rel, node);
+    }
+    out
+}
+
+/// Asserts two snapshots are identical, naming the first differences.
+pub fn assert_same_tree(a: &BTreeMap<PathBuf, Node>, b: &BTreeMap<PathBuf, Node>, what: &str) {
+    let mut diffs = Vec::new();
+    for (k, v) in a {
+        match b.get(k) {
+            None => diffs.push(format!("only in first: {}", k.display())),
+            Some(w) if w != v => diffs.push(format!("differs: {} ({v:?} vs {w:?})", k.display())),
+            _ => {}
+        }
+    }
+    for k in b.keys().filter(|k| !a.contains_key(*k)) {
+        diffs.push(format!("only in second: {}", k.display()));
+    }
+    assert!(diffs.is_empty(), "{what}: {} differences:\n{}", diffs.len(), diffs.join("\n"));
+}
+
+/// Bakes `source` for `arch` into a new directory with the real CLI.
+pub fn bake(source: &Path, arch: &str, extra: &[&str]) -> TempDir {
+    let dir = tempdir();
+    let dest = dir.path().join("out");
+    let st = Command::new(kpackfs()).arg("bake").arg(source).arg(&dest).arg("--arch").arg(arch).arg("-q").args(extra).status().expect("bake");
+    assert!(st.success(), "bake failed: {st}");
+    dir
+}
+
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).into()
+}
+
+/// The test HIP runtime (`tests/hip-stub`) and its dlopen driver, built
+/// once per test process into a world-readable directory.
+pub struct Stub {
+    pub dir: PathBuf,
+}
+
+impl Stub {
+    pub fn get() -> &'static Stub {
+        static STUB: std::sync::OnceLock<Stub> = std::sync::OnceLock::new();
+        STUB.get_or_init(|| {
+            let src = repo().join("tests/hip-stub");
+            let dir = std::env::temp_dir().join(format!("kpackfs-hipstub-{}", std::process::id()));
+            fs::create_dir_all(&dir).expect("stub dir");
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
+            let cc = |args: &[&std::ffi::OsStr]| {
+                let st = Command::new("cc").args(args).status().expect("cc (apt-get install gcc)");
+                assert!(st.success(), "building the test HIP runtime failed");
+            };
+            let lib = dir.join("libamdhip64.so.5");
+            let map = format!("-Wl,--version-script={}", src.join("hipstub.map").display());
+            cc(&[
+                "-O2".as_ref(),
+                "-shared".as_ref(),
+                "-fPIC".as_ref(),
+                "-o".as_ref(),
+                lib.as_os_str(),
+                src.join("hipstub.c").as_os_str(),
+                map.as_ref(),
+                "-Wl,-soname,libamdhip64.so.5".as_ref(),
+            ]);
+            let drv = dir.join("dlopen_driver");
+            cc(&["-O2".as_ref(), "-o".as_ref(), drv.as_os_str(), src.join("dlopen_driver.c").as_os_str(), "-ldl".as_ref()]);
+            Stub { dir }
+        })
+    }
+
+    pub fn driver(&self) -> PathBuf {
+        self.dir.join("dlopen_driver")
+    }
+}
+
+/// One line of the stub's log.
+#[derive(Debug, Clone)]
+pub struct StubRecord {
+    pub seq: usize,
+    pub magic: String,
+    pub binary: PathBuf,
+    pub co_index: u32,
+    pub source: String,
+    pub key: String,
+    pub arch: String,
+    pub status: String,
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// Reads the records (and code objects) a stub run wrote to `out`.
+pub fn stub_records(out: &Path) -> Vec<StubRecord> {
+    let log = fs::read_to_string(out.join("log.tsv")).unwrap_or_default();
+    let mut v: Vec<StubRecord> = log
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert!(f.len() >= 9, "bad stub log line {l:?}");
+            let seq: usize = f[0].parse().expect("seq");
+            StubRecord {
+                seq,
+                magic: f[1].into(),
+                binary: f[2].into(),
+                co_index: f[3].parse().unwrap_or(u32::MAX),
+                source: f[4].into(),
+                key: f[5].into(),
+                arch: f[6].into(),
+                status: f[8].into(),
+                bytes: fs::read(out.join(format!("{seq}.co"))).ok(),
+            }
+        })
+        .collect();
+    v.sort_by_key(|r| r.seq);
+    v
+}
+
+/// Expected code object of `binary` (a `test_assets/bin` name), bundle
+/// `index`, target `arch`, as clang-offload-bundler extracted it.
+pub fn expected_object(binary: &str, index: usize, arch: &str) -> Vec<u8> {
+    let p = assets().join("expected").join(binary).join(index.to_string()).join(format!("{}.co", arch.replace(':', "_")));
+    fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Random-access comparison helper: pread `len` bytes at `off` from both.
+pub fn pread(f: &fs::File, off: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        match f.read_at(&mut buf[got..], off + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("pread: {e}"),
+        }
+    }
+    buf.truncate(got);
+    buf
+}
+
+/// A small deterministic PRNG (xorshift64*), so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+}
 

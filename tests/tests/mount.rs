@@ -1,0 +1,238 @@
+//! Real FUSE mounts of the demo install: the mounted view equals the baked
+//! one, it is read-only, and it behaves like a production filesystem
+//! (clean unmount on signals, busy mountpoints refused, detach, mount
+//! helper form, stable inodes and listings, operator counters).
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kpackfs_tests::*;
+
+fn demo() -> PathBuf {
+    assets().join("demo-install")
+}
+
+#[test]
+fn mounted_view_equals_baked_view() {
+    require_root();
+    for arch in ["gfx90a:xnack-", "gfx1030", "gfx90a,gfx1030", "gfx906", "gfx90a"] {
+        let m = Mount::new(Some(&demo()), arch, &[]);
+        let baked = bake(&demo(), arch, &[]);
+        let a = snapshot(&m.mnt);
+        let b = snapshot(&baked.path().join("out"));
+        assert_same_tree(&a, &b, &format!("mount vs bake for {arch}"));
+        // The view really is slim: other targets' database files are gone and
+        // every transformed binary lost its device code.
+        assert!(!a.keys().any(|k| k.to_string_lossy().contains("gfx803")));
+    }
+}
+
+#[test]
+fn selections_hide_other_targets() {
+    require_root();
+    let m = Mount::new(Some(&demo()), "gfx90a:xnack-", &[]);
+    let lib = m.path("lib/rocblas/library");
+    let names: Vec<String> = fs::read_dir(&lib).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().any(|n| n.contains("gfx90a")), "{names:?}");
+    assert!(!names.iter().any(|n| n.contains("gfx1030") || n.contains("gfx906")), "{names:?}");
+    assert!(names.contains(&"TensileLibrary_fallback.dat".to_string()), "generic files stay: {names:?}");
+    assert!(!m.path("lib/aotriton/kernels/gfx1030").exists());
+    assert!(m.path("lib/.kpack/libdemo.so.1.0_gfx90a:xnack-.kpack").is_file());
+    assert!(!m.path("lib/.kpack/libdemo.so.1.0_gfx90a:xnack+.kpack").exists());
+    assert!(!m.path("lib/.kpack/libdemo.so.1.0_gfx1030.kpack").exists());
+    // Transformed binaries are smaller than their fat originals.
+    let fat = fs::metadata(demo().join("lib/libdemo.so.1.0")).unwrap().len();
+    let slim = fs::metadata(m.path("lib/libdemo.so.1.0")).unwrap().len();
+    assert!(slim < fat, "{slim} >= {fat}");
+}
+
+#[test]
+fn embedded_demo_is_served_without_a_source() {
+    require_root();
+    let m = Mount::new(None, "gfx1030", &[]);
+    let baked = bake(&demo(), "gfx1030", &[]);
+    let a = snapshot(&m.mnt);
+    let b = snapshot(&baked.path().join("out"));
+    // Same content and modes (the unpacked copy has its own times).
+    assert_same_tree(&a, &b, "embedded demo vs test_assets demo");
+}
+
+fn errno_of(rc: i32) -> i32 {
+    assert_eq!(rc, -1, "operation unexpectedly succeeded");
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn c(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+#[test]
+fn every_mutating_operation_is_erofs() {
+    require_root();
+    let m = Mount::new(Some(&demo()), "gfx90a", &[]);
+    let file = m.path("lib/libdemo.so.1.0");
+    let dir = m.path("lib");
+    let new = m.path("lib/new");
+    // SAFETY: plain libc calls on valid NUL-terminated paths and buffers.
+    unsafe {
+        let erofs = |rc: i32, what: &str| assert_eq!(errno_of(rc), libc::EROFS, "{what}");
+        erofs(libc::open(c(&file).as_ptr(), libc::O_WRONLY), "open for write");
+        erofs(libc::open(c(&file).as_ptr(), libc::O_RDWR), "open read-write");
+        erofs(libc::open(c(&file).as_ptr(), libc::O_RDONLY | libc::O_TRUNC), "open with O_TRUNC");
+        erofs(libc::open(c(&new).as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o644), "create");
+        erofs(libc::mkdir(c(&new).as_ptr(), 0o755), "mkdir");
+        erofs(libc::mknod(c(&new).as_ptr(), libc::S_IFIFO | 0o644, 0), "mknod");
+        erofs(libc::unlink(c(&file).as_ptr()), "unlink");
+        erofs(libc::rmdir(c(&m.path("share/doc/demo")).as_ptr()), "rmdir");
+        erofs(libc::rename(c(&file).as_ptr(), c(&new).as_ptr()), "rename");
+        erofs(libc::link(c(&file).as_ptr(), c(&new).as_ptr()), "link");
+        erofs(libc::symlink(c(Path::new("x")).as_ptr(), c(&new).as_ptr()), "symlink");
+        erofs(libc::chmod(c(&file).as_ptr(), 0o600), "chmod (setattr)");
+        erofs(libc::chown(c(&file).as_ptr(), 1, 1), "chown (setattr)");
+        erofs(libc::truncate(c(&file).as_ptr(), 0), "truncate (setattr)");
+        erofs(libc::utimes(c(&file).as_ptr(), std::ptr::null()), "utimes (setattr)");
+        let name = CString::new("user.test").unwrap();
+        erofs(libc::setxattr(c(&file).as_ptr(), name.as_ptr(), b"1".as_ptr().cast(), 1, 0), "setxattr");
+        erofs(libc::removexattr(c(&file).as_ptr(), name.as_ptr()), "removexattr");
+        erofs(libc::access(c(&file).as_ptr(), libc::W_OK), "access(W_OK)");
+        // Writing through a read-only descriptor is EBADF, as anywhere.
+        let fd = libc::open(c(&file).as_ptr(), libc::O_RDONLY);
+        assert!(fd >= 0);
+        assert_eq!(errno_of(libc::write(fd, b"x".as_ptr().cast(), 1) as i32), libc::EBADF);
+        assert_eq!(errno_of(libc::fallocate(fd, 0, 0, 10)), libc::EBADF, "fallocate on a read-only descriptor");
+        libc::close(fd);
+        let _ = dir;
+    }
+    // Nothing changed.
+    let baked = bake(&demo(), "gfx90a", &[]);
+    assert_same_tree(&snapshot(&m.mnt), &snapshot(&baked.path().join("out")), "after write attempts");
+}
+
+#[test]
+fn sigterm_unmounts_cleanly_even_when_busy() {
+    require_root();
+    let mut m = Mount::new(Some(&demo()), "gfx90a", &[]);
+    assert!(mounted(&m.mnt));
+    let st = m.terminate().expect("daemon status");
+    assert!(st.success(), "daemon exit {st}");
+    assert!(!mounted(&m.mnt), "stale mount after SIGTERM");
+
+    // A process with its cwd and an open file inside keeps the mount busy:
+    // the daemon still leaves no mount behind.
+    let mut m = Mount::new(Some(&demo()), "gfx90a", &[]);
+    let mut holder = Command::new("sh").arg("-c").arg("exec 3<lib/libhost.so; sleep 30").current_dir(&m.mnt).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let st = m.terminate().expect("daemon status");
+    assert!(st.success(), "daemon exit {st}");
+    assert!(!mounted(&m.mnt), "stale mount after SIGTERM while busy");
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
+#[test]
+fn busy_mountpoint_is_refused_with_a_clear_message() {
+    require_root();
+    let m = Mount::new(Some(&demo()), "gfx90a", &[]);
+    let out = Command::new(kpackfs()).arg("mount").arg(demo()).arg(&m.mnt).arg("--arch").arg("gfx90a").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("busy") && err.lines().count() == 1, "{err}");
+    // The first mount is untouched.
+    assert!(m.path("lib/libhost.so").is_file());
+}
+
+#[test]
+fn detached_mount_is_usable_on_the_next_line() {
+    require_root();
+    let dir = tempdir();
+    let mnt = dir.path().join("m");
+    fs::create_dir(&mnt).unwrap();
+    let st = Command::new(kpackfs()).arg("mount").arg(demo()).arg(&mnt).arg("--arch").arg("gfx90a:xnack-").status().unwrap();
+    assert!(st.success());
+    // No waiting: the mount is live when the command returns.
+    let data = fs::read(mnt.join("lib/.kpack/libdemo.so.1.0_gfx90a:xnack-.kpack"));
+    let unmounted = Command::new("umount").arg(&mnt).status().unwrap().success();
+    assert!(data.is_ok(), "{data:?}");
+    assert!(unmounted);
+    assert!(!mounted(&mnt));
+}
+
+#[test]
+fn mount_helper_form_works() {
+    require_root();
+    // mount(8) -> mount.fuse3 -> `kpackfs SOURCE MOUNTPOINT -o opts`.
+    // `-t fuse.kpackfs` finds `kpackfs` on mount's sanitized PATH; the
+    // equivalent `-t fuse prog#source` form names the binary explicitly, so
+    // the test needs no install.
+    let dir = tempdir();
+    let mnt = dir.path().join("m");
+    fs::create_dir(&mnt).unwrap();
+    let out = Command::new("mount")
+        .args(["-t", "fuse", "-o", "arch=gfx90a,arch=gfx1030,ro,nodev,nosuid,allow_other"])
+        .arg(format!("{}#{}", kpackfs().display(), demo().display()))
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mount -t fuse.kpackfs failed: {}", String::from_utf8_lossy(&out.stderr));
+    let ok = mnt.join("lib/.kpack/libdemo.so.1.0_gfx1030.kpack").is_file() && mnt.join("lib/.kpack/libdemo.so.1.0_gfx90a:xnack+.kpack").is_file();
+    let un = Command::new("umount").arg(&mnt).status().unwrap().success();
+    assert!(ok, "helper-form mount does not serve both targets");
+    assert!(un && !mounted(&mnt));
+}
+
+#[test]
+fn inodes_and_listings_are_stable() {
+    require_root();
+    let m = Mount::new(Some(&demo()), "gfx90a", &["--ttl", "0"]);
+    let list = |p: &Path| -> Vec<(std::ffi::OsString, u64)> {
+        let mut v: Vec<_> = fs::read_dir(p).unwrap().map(|e| e.unwrap()).map(|e| (e.file_name(), e.ino())).collect();
+        v.sort();
+        v
+    };
+    let first = list(&m.path("lib"));
+    let inos: Vec<u64> = ["lib/libdemo.so.1.0", "lib/.kpack", "bin/demo_app"].iter().map(|p| fs::symlink_metadata(m.path(p)).unwrap().ino()).collect();
+    let _ = fs::write("/proc/sys/vm/drop_caches", "3");
+    assert_eq!(list(&m.path("lib")), first);
+    let again: Vec<u64> = ["lib/libdemo.so.1.0", "lib/.kpack", "bin/demo_app"].iter().map(|p| fs::symlink_metadata(m.path(p)).unwrap().ino()).collect();
+    assert_eq!(inos, again);
+    // readdir order is the same on every pass, and `.`/`..` come first.
+    let raw1: Vec<_> = fs::read_dir(m.path("lib")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let raw2: Vec<_> = fs::read_dir(m.path("lib")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(raw1, raw2);
+}
+
+#[test]
+fn operator_counters_are_readable_in_the_mount() {
+    require_root();
+    let m = Mount::new(Some(&demo()), "gfx90a", &[]);
+    let _ = fs::read(m.path("lib/libdemo.so.1.0")).unwrap();
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode()); print(os.getxattr(sys.argv[2], 'user.kpackfs.origin').decode())")
+        .arg(&m.mnt)
+        .arg(m.path("lib/libdemo.so.1.0"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let get = |k: &str| -> u64 {
+        text.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.trim().parse().ok())).unwrap_or_else(|| panic!("{k} missing in {text}"))
+    };
+    assert!(get("bytes_served ") > 0 && get("plans_built ") >= 1, "{text}");
+    assert!(text.contains("transformed"), "{text}");
+}
+
+#[test]
+fn statfs_reports_the_source_filesystem() {
+    require_root();
+    let m = Mount::new(Some(&demo()), "gfx90a", &[]);
+    // SAFETY: statvfs into a zeroed struct.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(c(&m.mnt).as_ptr(), &mut s) }, 0);
+    assert!(s.f_blocks > 0 && s.f_namemax >= 255);
+    assert_eq!(s.f_bavail, 0, "a read-only view has no free space");
+}
