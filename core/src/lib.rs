@@ -28,3 +28,4 @@ pub mod inspect;
 pub mod resolve;
 pub mod archs;
 pub mod demo;
+pub mod recompress;

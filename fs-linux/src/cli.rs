@@ -33,6 +33,23 @@ pub enum Command {
     },
     /// Do what the runtime loader does for a kpack'd binary, for one device ISA.
     Resolve(ResolveArgs),
+    /// Copy a fat binary with its offload bundles CCOB-compressed in place
+    /// (test and benchmark data).
+    Recompress(RecompressArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecompressArgs {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    /// CCOB format version (1, 2 or 3).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=3))]
+    pub ccob_version: u16,
+    /// zstd or zlib.
+    #[arg(long, default_value = "zstd")]
+    pub method: String,
+    #[arg(long, default_value_t = 3)]
+    pub level: i32,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -161,7 +178,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Rewrites `kpackfs SOURCE MOUNTPOINT -o …` (how `mount.fuse3` calls a
 /// `fuse.kpackfs` filesystem) into `kpackfs mount …`.
 pub fn normalize_args(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    const SUBCOMMANDS: &[&str] = &["mount", "bake", "inspect", "archs", "resolve", "help"];
+    const SUBCOMMANDS: &[&str] = &["mount", "bake", "inspect", "archs", "resolve", "recompress", "help"];
     if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
         if !first.starts_with('-') && !SUBCOMMANDS.contains(&first) {
             args.insert(1, "mount".into());

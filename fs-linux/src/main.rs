@@ -189,6 +189,25 @@ fn short_hash(b: &[u8]) -> String {
     format!("{h:016x}")
 }
 
+fn recompress(a: cli::RecompressArgs) -> Result<(), Failure> {
+    let method = match a.method.as_str() {
+        "zstd" => kpackfs_core::bundle::CcobMethod::Zstd,
+        "zlib" => kpackfs_core::bundle::CcobMethod::Zlib,
+        m => return Err(Failure::usage(format!("--method {m:?}: use zstd or zlib"))),
+    };
+    let r = kpackfs_core::recompress::recompress(&a.input, &a.output, a.ccob_version, method, a.level)
+        .map_err(|e| Failure::usage(format!("{}: {e}", a.input.display())))?;
+    eprintln!(
+        "{}: {} of {} bundles compressed ({} -> {})",
+        a.output.display(),
+        r.compressed,
+        r.bundles,
+        human(r.bytes_before),
+        human(r.bytes_after)
+    );
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.cmd {
         #[cfg(target_os = "linux")]
@@ -199,6 +218,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Inspect { file } => inspect(&file),
         Command::Archs { source } => archs(source.as_deref()),
         Command::Resolve(r) => resolve_cmd(r),
+        Command::Recompress(r) => recompress(r),
     }
 }
 

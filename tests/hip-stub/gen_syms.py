@@ -53,6 +53,11 @@ IMPL = {
     "hipCreateChannelDesc",   # returns a 20-byte struct (hidden sret pointer)
     "hipGetErrorName",
     "hipGetErrorString",
+    # Host-memory stand-ins so hipcc test programs (hipMalloc, launch,
+    # hipDeviceSynchronize, hipFree) run to completion and exit 0.
+    "hipMalloc",
+    "hipFree",
+    "hipDeviceSynchronize",
 }
 OK = {
     "hipGetLastError",

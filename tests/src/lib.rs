@@ -206,6 +206,8 @@ impl Stub {
         STUB.get_or_init(|| {
             let src = repo().join("tests/hip-stub");
             let dir = std::env::temp_dir().join(format!("kpackfs-hipstub-{}", std::process::id()));
+            // (Removed at exit by nobody; it is tiny. Kept in /tmp because
+            // the other-user tests need a world-readable path.)
             fs::create_dir_all(&dir).expect("stub dir");
             fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
             let cc = |args: &[&std::ffi::OsStr]| {
@@ -318,3 +320,34 @@ impl Rng {
     }
 }
 
+
+/// `pread` through an `O_DIRECT` descriptor: offset and length are rounded
+/// to 4 KiB and the buffer is 4 KiB-aligned, as direct I/O requires.
+/// Returns the aligned offset and the bytes read there.
+pub fn pread_direct(f: &fs::File, off: u64, len: usize) -> (u64, Vec<u8>) {
+    const A: usize = 4096;
+    let start = off / A as u64 * A as u64;
+    let n = ((off - start) as usize + len).div_ceil(A) * A;
+    let layout = std::alloc::Layout::from_size_align(n, A).expect("layout");
+    // SAFETY: non-zero size; the buffer is freed below with the same layout.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    assert!(!ptr.is_null());
+    // SAFETY: ptr points to n writable bytes owned by this function.
+    let buf = unsafe { std::slice::from_raw_parts_mut(ptr, n) };
+    let mut got = 0;
+    while got < n {
+        match f.read_at(&mut buf[got..], start + got as u64) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("O_DIRECT pread at {start}+{n}: {e}"),
+        }
+        if got % A != 0 {
+            break;
+        }
+    }
+    let out = buf[..got].to_vec();
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(ptr, layout) };
+    (start, out)
+}
