@@ -23,4 +23,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-exec cargo test --workspace --locked "$@"
+exec cargo test --workspace --locked --no-fail-fast "$@"

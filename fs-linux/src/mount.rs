@@ -206,6 +206,10 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         return detach();
     }
 
+    // Catch signals before the mount exists, so none can kill the daemon
+    // between mounting and the handler thread's start.
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])
+        .map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
     let view = Arc::new(View::new(cfg).map_err(|e| Failure::usage(format!("source {}: {e}", src.display())))?);
     let fs = crate::fuse::KpackFs::new(view.clone(), Duration::from_secs(args.ttl), !args.no_passthrough);
     let mut config = Config::default();
@@ -239,8 +243,6 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     // Signals end the mount cleanly: unmount; if the mount is busy, detach
     // it lazily (new users no longer see it), let current users finish for
     // a grace period, then exit, which ends the detached connection.
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])
-        .map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
     let sig_mnt = mnt.clone();
     let mut unmounter = session.unmount_callable();
     let sig_view = view.clone();
