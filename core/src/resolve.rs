@@ -61,6 +61,8 @@ pub enum ResolveError {
     NoWrappers(PathBuf),
     #[error("{0}: unsupported binary format")]
     Format(PathBuf),
+    #[error("{0}: {1}")]
+    Pe(PathBuf, String),
 }
 
 /// Where one wrapper's code object came from.

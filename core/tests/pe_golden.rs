@@ -1,0 +1,107 @@
+//! The PE planner against the reference tool's output
+//! (vectors/generated-golden/pe/w.dll.kpacked, marker `../.kpack/t_@GFXARCH@.kpack`,
+//! kernel_name `bin/w.dll`), and hostile PE inputs passed through.
+
+mod common;
+
+use common::{read, vectors};
+use kpackfs_core::coff::{self, PeFile};
+use kpackfs_core::host::{self, NotTransformed};
+use kpackfs_core::layout::Uncached;
+use kpackfs_core::marker::Marker;
+
+fn marker() -> Vec<u8> {
+    Marker { search_paths: vec!["../.kpack/t_@GFXARCH@.kpack".into()], kernel_name: "bin/w.dll".into() }.encode()
+}
+
+#[test]
+fn w_dll_byte_identical() {
+    let g = vectors().join("generated-golden/pe");
+    let input = read(g.join("w.dll"));
+    let want = read(g.join("w.dll.kpacked"));
+    let pe = PeFile::parse(&input).unwrap();
+    let plan = coff::plan(&input, &pe, &marker()).unwrap();
+    let out = plan.layout.materialize(&input, &Uncached).unwrap();
+    if out != want {
+        let first = out.iter().zip(&want).position(|(a, b)| a != b);
+        panic!("w.dll: output differs (len {} vs {}, first difference at {first:x?})", out.len(), want.len());
+    }
+    assert!(plan.deviations.is_empty(), "{:?}", plan.deviations);
+    assert_eq!(out.len(), 4096);
+    // FORMATS.md §4 example: one wrapper, pointer 0x180009000 in the output.
+    assert_eq!(plan.wrappers.len(), 1);
+    assert_eq!(plan.wrappers[0].fatbin_offset, Some(0));
+    let again = PeFile::parse(&out).unwrap();
+    assert!(matches!(again.classify(), Err(coff::CoffError::AlreadyKpacked)));
+}
+
+#[test]
+fn hostile_pe_inputs_pass_through() {
+    let input = read(vectors().join("generated-golden/pe/w.dll"));
+    let pe = PeFile::parse(&input).unwrap();
+    let lfanew = u32::from_le_bytes(input[0x3c..0x40].try_into().unwrap()) as usize;
+    let sect_off = pe.sect_off;
+    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+    for cut in [2usize, 63, lfanew + 10, sect_off + 20, 1000, input.len() - 100] {
+        cases.push(("truncated", input[..cut].to_vec()));
+    }
+    // Section table claiming more sections than the headers hold.
+    let mut b = input.clone();
+    b[lfanew + 6..lfanew + 8].copy_from_slice(&200u16.to_le_bytes());
+    cases.push(("section table past the headers", b));
+    // First section's raw data past EOF.
+    let mut b = input.clone();
+    b[sect_off + 20..sect_off + 24].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
+    cases.push(("raw data past EOF", b));
+    // Two sections overlapping in the file.
+    let mut b = input.clone();
+    let second_ptr = u32::from_le_bytes(b[sect_off + 40 + 20..sect_off + 40 + 24].try_into().unwrap());
+    b[sect_off + 20..sect_off + 24].copy_from_slice(&second_ptr.to_le_bytes());
+    cases.push(("overlapping sections", b));
+    // The wrapper points outside `.hip_fat`, and at garbage.
+    let (_, seg) = pe.section(coff::WRAPPER_SECTION).unwrap();
+    let w_off = pe.rva_to_off(seg.virtual_address as u64).unwrap() as usize;
+    let mut b = input.clone();
+    b[w_off..w_off + 4].copy_from_slice(b"XXXX");
+    cases.push(("bad wrapper magic", b));
+    for (what, data) in cases {
+        match host::plan(&data, &marker()) {
+            Ok(p) => panic!("{what}: transformed ({} bytes)", p.layout.len()),
+            Err(NotTransformed::Plain) | Err(NotTransformed::Refused(_)) => {}
+        }
+        let _ = coff::probe(&data);
+        let mut s = String::new();
+        let _ = coff::inspect(&mut s, &data);
+    }
+    // A wrapper pointing outside .hip_fat is transformed, but no bundle is
+    // attributed to it (the view then refuses the binary).
+    let mut b = input.clone();
+    b[w_off + 8..w_off + 16].copy_from_slice(&pe.image_base.to_le_bytes());
+    let p = host::plan(&b, &marker()).map_err(|e| e.to_string()).unwrap();
+    assert_eq!(p.wrappers[0].fatbin_offset, None);
+}
+
+#[test]
+fn authenticode_overlay_is_dropped_and_other_overlays_refused() {
+    let input = read(vectors().join("generated-golden/pe/w.dll"));
+    let pe = PeFile::parse(&input).unwrap();
+    // Append a fake certificate and point the security directory at it.
+    let mut signed = input.clone();
+    let cert_off = signed.len() as u32;
+    signed.extend_from_slice(&[0xAB; 64]);
+    let dir = pe.opt_off + 112 + 8 * 4;
+    signed[dir..dir + 4].copy_from_slice(&cert_off.to_le_bytes());
+    signed[dir + 4..dir + 8].copy_from_slice(&64u32.to_le_bytes());
+    let p = host::plan(&signed, &marker()).map_err(|e| e.to_string()).unwrap();
+    assert!(p.deviations.iter().any(|d| d.contains("Authenticode")), "{:?}", p.deviations);
+    let out = p.layout.materialize(&signed, &Uncached).unwrap();
+    let want = read(vectors().join("generated-golden/pe/w.dll.kpacked"));
+    // Same as the unsigned transform except the zeroed security directory.
+    assert_eq!(out.len(), want.len());
+    let diff: Vec<usize> = (0..out.len()).filter(|&i| out[i] != want[i]).collect();
+    assert!(diff.is_empty(), "{diff:?}");
+    // An unexplained overlay is left alone.
+    let mut overlay = input.clone();
+    overlay.extend_from_slice(b"installer payload");
+    assert!(matches!(host::plan(&overlay, &marker()), Err(NotTransformed::Refused(_))));
+}
