@@ -9,7 +9,8 @@
 #        hipcc), binutils (objcopy, readelf, GNU ld >= 2.38), g++, python3.
 #
 # bin/, expected/ and demo-install/ are deleted and regenerated on every run;
-# src/, tools/ and README.md are never modified.
+# src/, tools/ and README.md are never modified.  At the end build_pe.sh
+# adds the Windows PE/COFF assets (needs clang-15, lld-15, llvm-15).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -212,4 +213,9 @@ done
 # The shared golden fatbin dumps get their oracle extraction too.
 echo "== extracting code objects of the shared golden fatbins"
 bash "$HERE/extract_golden.sh"
+
+# Windows PE/COFF assets (bin/hip_*.dll, bin/hip_app.exe): the bundles just
+# built, wrapped in freestanding PE images made with clang + lld-link.  Also
+# runnable on its own (it needs no hipcc).
+bash "$HERE/build_pe.sh"
 echo "== done"

@@ -183,6 +183,8 @@ mod imp {
                     Err(e) if e == rustix::io::Errno::XDEV || e == rustix::io::Errno::LOOP => {
                         return Err(io::Error::new(io::ErrorKind::NotFound, "path crosses a symlink"))
                     }
+                    // Deeper than PATH_MAX: walk it component by component.
+                    Err(e) if e == rustix::io::Errno::NAMETOOLONG => {}
                     Err(e) => return Err(e.into()),
                 }
             }

@@ -19,7 +19,19 @@ use kpackfs_core::target::Selection;
 use kpackfs_core::view::{ArchiveNaming, NodeType, View, ViewConfig, ROOT_INO};
 use proptest::prelude::*;
 
-const FAT: &[&str] = &["libmulti.so", "libtwo.so", "app_pie", "app_nopie", "librdc.so", "librelr.so", "libpage.so"];
+const FAT: &[&str] = &[
+    "libmulti.so",
+    "libtwo.so",
+    "app_pie",
+    "app_nopie",
+    "librdc.so",
+    "librelr.so",
+    "libpage.so",
+    "hip_one.dll",
+    "hip_two.dll",
+    "hip_app.exe",
+    "hip_cert.dll",
+];
 
 /// index.tsv rows: (bundle index, arch, file).
 fn expected_index(bin: &str) -> Vec<(usize, String, PathBuf)> {
@@ -38,9 +50,11 @@ fn expected_index(bin: &str) -> Vec<(usize, String, PathBuf)> {
 fn every_assets_code_objects_equal_clang_offload_bundlers() {
     for bin in FAT {
         let data = read(assets().join("bin").join(bin));
-        let f = ElfFile::parse(&data).unwrap();
-        let s = f.fatbin().unwrap();
-        let objs = bundle::fatbin_objects(&data, s.offset, s.offset + s.size).unwrap();
+        let (off, size) = match ElfFile::parse(&data) {
+            Ok(f) => f.fatbin().map(|s| (s.offset, s.size)).unwrap(),
+            Err(_) => kpackfs_core::coff::fat_section(&data).unwrap(),
+        };
+        let objs = bundle::fatbin_objects(&data, off, off + size).unwrap();
         let want = expected_index(bin);
         assert_eq!(objs.len(), want.len(), "{bin}");
         let mut got: Vec<(usize, String, Vec<u8>)> =

@@ -23,7 +23,7 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
-use kpackfs_core::source::{SourceId, Time};
+use kpackfs_core::source::Time;
 use kpackfs_core::view::{self, Attr, DirEntry, NodeType, OpenFile, View};
 
 fn errno(e: &view::Error) -> Errno {
@@ -89,9 +89,7 @@ pub struct KpackFs {
     /// One backing id per inode while any handle of it is open (the kernel
     /// rejects a second, different one).
     backing: Mutex<HashMap<u64, Weak<BackingId>>>,
-    /// Source identity last served per inode: when it changes, the kernel's
-    /// cached pages for the inode are dropped at open.
-    served: DashMap<u64, SourceId>,
+    watcher: Option<Arc<crate::watch::Watcher>>,
 }
 
 thread_local! {
@@ -99,7 +97,7 @@ thread_local! {
 }
 
 impl KpackFs {
-    pub fn new(view: Arc<View>, ttl: Duration, passthrough: bool) -> KpackFs {
+    pub fn new(view: Arc<View>, ttl: Duration, passthrough: bool, watcher: Option<Arc<crate::watch::Watcher>>) -> KpackFs {
         KpackFs {
             view,
             ttl,
@@ -109,7 +107,14 @@ impl KpackFs {
             files: DashMap::new(),
             dirs: DashMap::new(),
             backing: Mutex::new(HashMap::new()),
-            served: DashMap::new(),
+            watcher,
+        }
+    }
+
+    /// Source directories the kernel knows about are watched for changes.
+    fn watch(&self, ino: u64) {
+        if let (Some(w), Ok(p)) = (&self.watcher, self.view.path_of(ino)) {
+            w.watch_dir(&p);
         }
     }
 
@@ -166,12 +171,21 @@ impl Filesystem for KpackFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.view.lookup(parent.0, name) {
-            Ok(a) => reply.entry_with_ttls(&self.ttl, &self.ttl, &fuse_attr(&a), Generation(0)),
+            Ok(a) => {
+                if a.kind == NodeType::Dir {
+                    self.watch(a.ino);
+                }
+                reply.entry_with_ttls(&self.ttl, &self.ttl, &fuse_attr(&a), Generation(0))
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        // fstat() of an open file answers for the version that was opened.
+        if let Some(h) = fh.and_then(|fh| self.files.get(&fh.0)) {
+            return reply.attr(&self.ttl, &fuse_attr(h.file.attr()));
+        }
         match self.view.getattr(ino.0) {
             Ok(a) => reply.attr(&self.ttl, &fuse_attr(&a)),
             Err(e) => reply.error(errno(&e)),
@@ -193,10 +207,8 @@ impl Filesystem for KpackFs {
             Ok(f) => f,
             Err(e) => return reply.error(errno(&e)),
         };
-        // Keep the kernel's cached pages unless the source changed since
-        // they were read.
-        let changed = self.served.insert(ino.0, file.source_id()).is_some_and(|old| old != file.source_id());
-        let flags = if changed { FopenFlags::empty() } else { FopenFlags::FOPEN_KEEP_CACHE };
+        // Cached pages stay valid: a changed source file gets a new inode.
+        let flags = FopenFlags::FOPEN_KEEP_CACHE;
         let fh = self.fh();
         if self.passthrough.load(Ordering::Relaxed) {
             if let Some(src) = file.passthrough_file() {
@@ -263,6 +275,7 @@ impl Filesystem for KpackFs {
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.view.readdir(ino.0) {
             Ok(entries) => {
+                self.watch(ino.0);
                 let fh = self.fh();
                 self.dirs.insert(fh, DirHandle { entries });
                 reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR);

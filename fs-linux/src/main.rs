@@ -8,6 +8,8 @@ mod cli;
 mod fuse;
 #[cfg(target_os = "linux")]
 mod mount;
+#[cfg(target_os = "linux")]
+mod watch;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -211,7 +211,14 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])
         .map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
     let view = Arc::new(View::new(cfg).map_err(|e| Failure::usage(format!("source {}: {e}", src.display())))?);
-    let fs = crate::fuse::KpackFs::new(view.clone(), Duration::from_secs(args.ttl), !args.no_passthrough);
+    let watcher = match crate::watch::Watcher::new(&src) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            log::warn!("not watching the source for changes ({e}); the kernel notices them after --ttl");
+            None
+        }
+    };
+    let fs = crate::fuse::KpackFs::new(view.clone(), Duration::from_secs(args.ttl), !args.no_passthrough, watcher.clone());
     let mut config = Config::default();
     let fsname = format!("kpackfs:{}", src.display()).replace([',', ' ', '\t', '\n'], "_");
     config.mount_options = vec![
@@ -238,6 +245,10 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
 
     let mut session = fuser::Session::new(fs, &mnt, &config).map_err(|e| Failure::runtime(format!("mounting at {}: {e}", mnt.display())))?;
     raise_readahead(&mnt);
+    if let Some(w) = watcher {
+        let (v, n) = (view.clone(), session.notifier());
+        std::thread::Builder::new().name("kpackfs-watch".into()).spawn(move || w.run(v, n)).map_err(|e| Failure::runtime(e.to_string()))?;
+    }
     log::info!("serving {} at {} for {}", src.display(), mnt.display(), view.config().selection);
 
     // Signals end the mount cleanly: unmount; if the mount is busy, detach

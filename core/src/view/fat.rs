@@ -22,6 +22,9 @@ use crate::marker::Marker;
 use crate::source::SourceId;
 use crate::target::{Selection, TargetId};
 
+/// Longest file name the view can serve (Linux NAME_MAX, NTFS's limit).
+const NAME_MAX: usize = 255;
+
 /// How archive files are named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ArchiveNaming {
@@ -114,6 +117,9 @@ impl FatBinary {
 
         let mut fb = FatBinary { id, group, marker, plan, objects, targets, archives: BTreeMap::new() };
         fb.archives = fb.plan_archives(selection, naming);
+        if let Some(long) = fb.archives.keys().find(|n| n.len() > NAME_MAX) {
+            return Err(NotTransformed::Refused(format!("archive name {long:?} would exceed {NAME_MAX} bytes")));
+        }
         Ok(fb)
     }
 

@@ -39,6 +39,13 @@ pub const ROOT_INO: u64 = 1;
 /// Name of the archive directory next to fat binaries.
 pub const KPACK_DIR: &str = ".kpack";
 
+/// `ESTALE`: the C runtime on Windows has no such errno (adapters there map
+/// [`Error`] variants to NTSTATUS directly); Linux's value stands in.
+#[cfg(unix)]
+const ESTALE: i32 = libc::ESTALE;
+#[cfg(not(unix))]
+const ESTALE: i32 = 116;
+
 /// Errors at the view boundary; adapters map them with [`Error::errno`].
 #[derive(Debug, Error)]
 pub enum Error {
@@ -73,7 +80,7 @@ impl Error {
             Error::IsDir => libc::EISDIR,
             Error::NotSymlink | Error::InvalidName => libc::EINVAL,
             Error::NameTooLong => libc::ENAMETOOLONG,
-            Error::StaleInode(_) => libc::ESTALE,
+            Error::StaleInode(_) => ESTALE,
             Error::Changed(_) | Error::Layout(_) => libc::EIO,
             Error::Io(e) => match e.kind() {
                 io::ErrorKind::NotFound => libc::ENOENT,
@@ -227,35 +234,66 @@ struct Listing {
     fat_files: Vec<OsString>,
 }
 
-/// Inode numbers, stable for the life of the view: one per path ever seen.
+/// Inode numbers, stable for the life of the view: one per path and
+/// version of its source. A file replaced or rewritten in the source gets a
+/// new inode (as on a local filesystem), so the kernel never mixes cached
+/// pages of two versions; directories keep theirs.
+type InoKey = (PathBuf, Option<SourceId>);
+
 #[derive(Debug, Default)]
 struct Inodes {
-    by_path: DashMap<PathBuf, u64>,
-    by_ino: DashMap<u64, PathBuf>,
+    by_key: DashMap<InoKey, u64>,
+    by_ino: DashMap<u64, InoKey>,
     next: AtomicU64,
 }
 
 impl Inodes {
     fn new() -> Inodes {
         let i = Inodes { next: AtomicU64::new(ROOT_INO + 1), ..Inodes::default() };
-        i.by_path.insert(PathBuf::new(), ROOT_INO);
-        i.by_ino.insert(ROOT_INO, PathBuf::new());
+        i.by_key.insert((PathBuf::new(), None), ROOT_INO);
+        i.by_ino.insert(ROOT_INO, (PathBuf::new(), None));
         i
     }
 
-    fn ino_of(&self, p: &Path) -> u64 {
-        if let Some(i) = self.by_path.get(p) {
+    fn ino_of(&self, p: &Path, id: Option<SourceId>) -> u64 {
+        let key = (p.to_path_buf(), id);
+        if let Some(i) = self.by_key.get(&key) {
             return *i;
         }
-        let ino = *self.by_path.entry(p.to_path_buf()).or_insert_with(|| self.next.fetch_add(1, Ordering::Relaxed));
-        self.by_ino.entry(ino).or_insert_with(|| p.to_path_buf());
+        let ino = *self.by_key.entry(key.clone()).or_insert_with(|| self.next.fetch_add(1, Ordering::Relaxed));
+        self.by_ino.entry(ino).or_insert(key);
         ino
     }
 
-    fn path_of(&self, ino: u64) -> Option<PathBuf> {
-        self.by_ino.get(&ino).map(|p| p.clone())
+    fn key_of(&self, ino: u64) -> Option<InoKey> {
+        self.by_ino.get(&ino).map(|k| k.clone())
+    }
+
+    /// Every inode handed out for `p` (all versions).
+    fn known(&self, p: &Path) -> Vec<u64> {
+        self.by_key.iter().filter(|e| e.key().0 == p).map(|e| *e.value()).collect()
+    }
+
+    fn children(&self, dir: &Path) -> Vec<(OsString, u64)> {
+        self.by_key
+            .iter()
+            .filter(|e| e.key().0.parent() == Some(dir) && e.key().0.as_os_str() != dir.as_os_str())
+            .filter_map(|e| e.key().0.file_name().map(|n| (n.to_os_string(), *e.value())))
+            .collect()
     }
 }
+
+/// The source version an inode stands for (`None`: directories).
+fn node_id(n: &Node) -> Option<SourceId> {
+    match n {
+        Node::Dir(_) | Node::KpackDir { .. } => None,
+        Node::Symlink(st) | Node::Pass(st) | Node::Transformed(st, _) | Node::Archive(st, _, _) => Some(st.id()),
+    }
+}
+
+/// Plans (and probe results) kept before the cache is simply reset: each
+/// is cheap to rebuild, and this bounds memory over a changing tree.
+const MAX_PLANS: usize = 1 << 16;
 
 type BlobCache = ByteLru<(SourceId, u64), String>;
 
@@ -281,6 +319,27 @@ fn rel_str(p: &Path) -> String {
         s.replace(std::path::MAIN_SEPARATOR, "/")
     }
 }
+
+/// Test hook (debug builds only): `KPACKFS_TEST_SLOW_PLAN=substring:ms`
+/// makes planning of matching paths slow, so tests can check that one slow
+/// plan never stalls other readers.
+#[cfg(debug_assertions)]
+fn slow_plan_hook(rel: &str) {
+    static HOOK: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    let hook = HOOK.get_or_init(|| {
+        let v = std::env::var("KPACKFS_TEST_SLOW_PLAN").ok()?;
+        let (pat, ms) = v.rsplit_once(':')?;
+        Some((pat.to_string(), ms.parse().ok()?))
+    });
+    if let Some((pat, ms)) = hook {
+        if rel.contains(pat.as_str()) {
+            std::thread::sleep(std::time::Duration::from_millis(*ms));
+        }
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn slow_plan_hook(_rel: &str) {}
 
 /// Target encoded in an existing archive's name (`<group>_<target>.kpack`,
 /// with `_` standing in for `:` in portable names).
@@ -333,7 +392,18 @@ impl View {
     }
 
     fn path(&self, ino: u64) -> Result<PathBuf> {
-        self.inodes.path_of(ino).ok_or(Error::StaleInode(ino))
+        self.inodes.key_of(ino).map(|k| k.0).ok_or(Error::StaleInode(ino))
+    }
+
+    /// Resolves an inode, failing with `ESTALE` if its source version is
+    /// gone (the kernel then looks the name up again).
+    fn resolve_ino(&self, ino: u64) -> Result<(PathBuf, Node)> {
+        let (p, id) = self.inodes.key_of(ino).ok_or(Error::StaleInode(ino))?;
+        let node = self.resolve(&p)?;
+        if node_id(&node) != id {
+            return Err(Error::StaleInode(ino));
+        }
+        Ok((p, node))
     }
 
     /// Whether a regular file at `rel` is hidden by the selection.
@@ -383,6 +453,10 @@ impl View {
                 self.listings.retain(|_, l| l.id != old);
             }
         }
+        if self.analyses.len() > MAX_PLANS {
+            self.analyses.clear();
+            self.probes.clear();
+        }
         let cell = self.analyses.entry(key).or_insert_with(|| Arc::new(OnceLock::new())).clone();
         let a = cell
             .get_or_init(|| {
@@ -393,6 +467,7 @@ impl View {
                     }
                     return Analysis::Plain;
                 }
+                slow_plan_hook(&rs);
                 match FatBinary::analyze(&file, fst.id(), &rs, &self.cfg.selection, self.cfg.naming) {
                     Ok(fb) => {
                         self.stats.plans_built.fetch_add(1, Ordering::Relaxed);
@@ -476,11 +551,12 @@ impl View {
                 }
                 SourceKind::Special => continue,
             };
-            entries.push(DirEntry { ino: self.inodes.ino_of(&child), name, kind: t });
+            let id = (t != NodeType::Dir).then(|| child_st.id());
+            entries.push(DirEntry { ino: self.inodes.ino_of(&child, id), name, kind: t });
         }
         if !fat_files.is_empty() && !entries.iter().any(|e| e.name == KPACK_DIR) {
             let k = rel.join(KPACK_DIR);
-            entries.push(DirEntry { ino: self.inodes.ino_of(&k), name: KPACK_DIR.into(), kind: NodeType::Dir });
+            entries.push(DirEntry { ino: self.inodes.ino_of(&k, None), name: KPACK_DIR.into(), kind: NodeType::Dir });
             entries.sort_by(|a, b| a.name.cmp(&b.name));
         }
         let l = Arc::new(Listing { id: st.id(), entries, fat_files });
@@ -568,12 +644,11 @@ impl View {
         let dir = self.path(parent)?;
         let child = dir.join(name);
         let node = self.resolve(&child)?;
-        Ok(self.attr(self.inodes.ino_of(&child), &node))
+        Ok(self.attr(self.inodes.ino_of(&child, node_id(&node)), &node))
     }
 
     pub fn getattr(&self, ino: u64) -> Result<Attr> {
-        let p = self.path(ino)?;
-        let node = self.resolve(&p)?;
+        let (_, node) = self.resolve_ino(ino)?;
         Ok(self.attr(ino, &node))
     }
 
@@ -581,7 +656,7 @@ impl View {
     pub fn getattr_path(&self, rel: &Path) -> Result<Attr> {
         source::check_relative(rel).map_err(|_| Error::InvalidName)?;
         let node = self.resolve(rel)?;
-        Ok(self.attr(self.inodes.ino_of(rel), &node))
+        Ok(self.attr(self.inodes.ino_of(rel, node_id(&node)), &node))
     }
 
     /// Root-relative path of an inode.
@@ -589,9 +664,21 @@ impl View {
         self.path(ino)
     }
 
+    /// The inodes handed out for `rel`, one per source version seen
+    /// (never assigns).
+    pub fn known_inos(&self, rel: &Path) -> Vec<u64> {
+        self.inodes.known(rel)
+    }
+
+    /// Names and inodes handed out so far directly below `dir` (for cache
+    /// invalidation when the source changes).
+    pub fn known_children(&self, dir: &Path) -> Vec<(OsString, u64)> {
+        self.inodes.children(dir)
+    }
+
     pub fn readlink(&self, ino: u64) -> Result<OsString> {
-        let p = self.path(ino)?;
-        match self.resolve(&p)? {
+        let (p, node) = self.resolve_ino(ino)?;
+        match node {
             Node::Symlink(_) => Ok(self.tree.read_link(&p)?),
             _ => Err(Error::NotSymlink),
         }
@@ -601,8 +688,8 @@ impl View {
     /// the order (and so any offset into it) is stable while the source
     /// directory is unchanged.
     pub fn readdir(&self, ino: u64) -> Result<Vec<DirEntry>> {
-        let p = self.path(ino)?;
-        match self.resolve(&p)? {
+        let (p, node) = self.resolve_ino(ino)?;
+        match node {
             Node::Dir(_) => Ok(self.listing(&p)?.entries.clone()),
             Node::KpackDir { merged, .. } => {
                 let bin_dir = p.parent().unwrap_or(Path::new(""));
@@ -617,7 +704,7 @@ impl View {
                     let Ok(st) = self.tree.stat(&rel) else { continue };
                     if let Ok(Node::Transformed(_, fb)) = self.file_node(&rel, st) {
                         for name in fb.archives.keys() {
-                            let ino = self.inodes.ino_of(&p.join(name));
+                            let ino = self.inodes.ino_of(&p.join(name), Some(fb.id));
                             by_name.insert(name.into(), DirEntry { name: name.into(), ino, kind: NodeType::File });
                         }
                     }
@@ -628,38 +715,48 @@ impl View {
         }
     }
 
-    /// Opens a file for reading.
+    /// Opens a file for reading. The inode's source version must still be
+    /// the current one (`ESTALE` otherwise, and the kernel looks again).
     pub fn open(&self, ino: u64) -> Result<OpenFile> {
-        let p = self.path(ino)?;
-        self.open_path(&p)
+        let (p, node) = self.resolve_ino(ino)?;
+        self.open_node(&p, node, ino).map_err(|e| match e {
+            Error::Changed(_) => Error::StaleInode(ino),
+            e => e,
+        })
     }
 
+    /// Opens the current version of the file at `rel`.
     pub fn open_path(&self, rel: &Path) -> Result<OpenFile> {
+        for _ in 0..3 {
+            let node = self.resolve(rel)?;
+            let ino = self.inodes.ino_of(rel, node_id(&node));
+            match self.open_node(rel, node, ino) {
+                Err(Error::Changed(_)) => continue,
+                r => return r,
+            }
+        }
+        Err(Error::Changed(rel.display().to_string()))
+    }
+
+    fn open_node(&self, rel: &Path, node: Node, ino: u64) -> Result<OpenFile> {
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
-        let node = self.resolve(rel)?;
-        let (bin_rel, content, want): (PathBuf, Content, Option<SourceId>) = match node {
+        let attr = self.attr(ino, &node);
+        let (bin_rel, content, want): (PathBuf, Content, SourceId) = match node {
             Node::Dir(_) | Node::KpackDir { .. } => return Err(Error::IsDir),
             Node::Symlink(_) => return Err(Error::NotFound),
-            Node::Pass(st) => (rel.to_path_buf(), Content::Pass(Layout::passthrough(st.size)), Some(st.id())),
-            Node::Transformed(st, fb) => (rel.to_path_buf(), Content::Binary(fb), Some(st.id())),
+            Node::Pass(st) => (rel.to_path_buf(), Content::Pass(Layout::passthrough(st.size)), st.id()),
+            Node::Transformed(st, fb) => (rel.to_path_buf(), Content::Binary(fb), st.id()),
             Node::Archive(st, fb, ap) => {
                 let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
-                (dir.join(&fb.group), Content::Archive(ap), Some(st.id()))
+                (dir.join(&fb.group), Content::Archive(ap), st.id())
             }
         };
         let (file, fst) = self.tree.open_file(&bin_rel)?;
-        if want.is_some_and(|w| w != fst.id()) {
-            // Changed between planning and opening: plan again, once.
-            return match self.resolve(rel)? {
-                Node::Pass(st) | Node::Transformed(st, _) | Node::Archive(st, _, _) if st.id() == fst.id() => self.open_path(rel),
-                _ => Err(Error::Changed(bin_rel.display().to_string())),
-            };
+        if fst.id() != want {
+            // Changed between planning and opening.
+            return Err(Error::Changed(bin_rel.display().to_string()));
         }
-        let content = match content {
-            Content::Pass(_) => Content::Pass(Layout::passthrough(fst.size)),
-            c => c,
-        };
-        Ok(OpenFile { content, file, id: fst.id(), blobs: self.blobs.clone(), stats: self.stats.clone(), path: rel.to_path_buf() })
+        Ok(OpenFile { content, file, id: fst.id(), attr, blobs: self.blobs.clone(), stats: self.stats.clone(), path: rel.to_path_buf() })
     }
 
     pub fn statfs(&self) -> Result<FsStats> {
@@ -677,8 +774,7 @@ impl View {
             v.push(("user.kpackfs.source".into(), self.cfg.source.to_string_lossy().into_owned().into_bytes()));
         }
         if attr.origin == Origin::Transformed {
-            let p = self.path(ino)?;
-            if let Node::Transformed(_, fb) = self.resolve(&p)? {
+            if let (_, Node::Transformed(_, fb)) = self.resolve_ino(ino)? {
                 let t: Vec<String> = fb.targets.iter().map(ToString::to_string).collect();
                 v.push(("user.kpackfs.targets".into(), t.join(",").into_bytes()));
             }
@@ -714,6 +810,7 @@ pub struct OpenFile {
     content: Content,
     file: File,
     id: SourceId,
+    attr: Attr,
     blobs: Arc<BlobCache>,
     stats: Arc<Stats>,
     path: PathBuf,
@@ -735,6 +832,12 @@ impl OpenFile {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The file's attributes as of its opening (what `fstat` on the open
+    /// file reports, even after the source moved on).
+    pub fn attr(&self) -> &Attr {
+        &self.attr
     }
 
     /// Identity of the source file being served.

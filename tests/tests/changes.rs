@@ -1,0 +1,297 @@
+//! Reliability of a live mount: sources that change underneath it, hostile
+//! paths and names, and faults (kill -9, slow plans).
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kpackfs_tests::*;
+
+fn copy_assets(root: &Path, names: &[&str]) {
+    fs::create_dir_all(root.join("lib")).unwrap();
+    for n in names {
+        fs::copy(assets().join("bin").join(n), root.join("lib").join(n)).unwrap();
+    }
+}
+
+/// The view bytes of `name` when the source holds `asset` under that name.
+fn transformed(asset: &str, name: &str, arch: &str) -> Vec<u8> {
+    let src = tempdir();
+    fs::create_dir_all(src.path().join("lib")).unwrap();
+    fs::copy(assets().join("bin").join(asset), src.path().join("lib").join(name)).unwrap();
+    let b = bake(src.path(), arch, &[]);
+    fs::read(b.path().join("out/lib").join(name)).unwrap()
+}
+
+/// Retries `f` until it returns true or `secs` pass (the watcher is async).
+fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    f()
+}
+
+#[test]
+fn changes_under_a_live_mount() {
+    require_root();
+    let src = tempdir();
+    let root = src.path();
+    copy_assets(root, &["libtwo.so", "libmulti.so", "libhost.so", "app_pie"]);
+    let arch = "gfx90a";
+    let m = Mount::new(Some(root), arch, &[]);
+    let two = m.path("lib/libtwo.so");
+    let old = fs::read(&two).unwrap();
+    assert_eq!(old, transformed("libtwo.so", "libtwo.so", arch));
+    let held = fs::File::open(&two).unwrap();
+
+    // Replace by rename: the new content appears (size included), the open
+    // handle keeps serving the old version or fails — never a mix.
+    fs::copy(assets().join("bin/libmulti.so"), root.join("lib/.new")).unwrap();
+    fs::rename(root.join("lib/.new"), root.join("lib/libtwo.so")).unwrap();
+    let new = transformed("libmulti.so", "libtwo.so", arch);
+    assert!(eventually(5, || fs::read(&two).map(|b| b == new).unwrap_or(false)), "renamed-over file not served anew");
+    assert_eq!(fs::metadata(&two).unwrap().len(), new.len() as u64);
+    let mut via_old = vec![0u8; old.len()];
+    match held.read_exact_at(&mut via_old, 0) {
+        Ok(()) => assert!(via_old == old, "old handle served a mix of versions"),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}"),
+    }
+    // Its archives follow the new binary (libmulti carries xnack± variants).
+    assert!(eventually(5, || m.path("lib/.kpack/libtwo.so_gfx90a:xnack+.kpack").exists()));
+    assert!(!m.path("lib/.kpack/libtwo.so_gfx90a.kpack").exists());
+
+    // Truncate in place under an open handle: EIO on that handle, no crash;
+    // after re-lookup the short file is served (unchanged: no longer fat).
+    let app = m.path("lib/app_pie");
+    let h = fs::File::open(&app).unwrap();
+    fs::OpenOptions::new().write(true).open(root.join("lib/app_pie")).unwrap().set_len(1000).unwrap();
+    let mut buf = vec![0u8; 4096];
+    match h.read_at(&mut buf, 0) {
+        Ok(_) => {} // served from the kernel's cache of the old pages: still the old version
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}"),
+    }
+    let short = fs::read(root.join("lib/app_pie")).unwrap();
+    assert!(eventually(5, || fs::read(&app).map(|b| b == short).unwrap_or(false)), "truncated file not re-served");
+
+    // Delete and add.
+    fs::remove_file(root.join("lib/libhost.so")).unwrap();
+    assert!(eventually(5, || !m.path("lib/libhost.so").exists()), "deleted file still visible");
+    fs::copy(assets().join("bin/libtwo.so"), root.join("lib/libnew.so")).unwrap();
+    assert!(eventually(5, || fs::read_dir(m.path("lib")).unwrap().any(|e| e.unwrap().file_name() == "libnew.so")), "new file not listed");
+    assert!(eventually(5, || m.path("lib/.kpack/libnew.so_gfx90a.kpack").is_file()), "new file's archive missing");
+    assert_eq!(fs::read(m.path("lib/libnew.so")).unwrap(), transformed("libtwo.so", "libnew.so", arch));
+}
+
+#[test]
+fn a_file_swapped_continuously_is_never_served_as_a_mix() {
+    require_root();
+    let src = tempdir();
+    let root = src.path();
+    copy_assets(root, &["libtwo.so"]);
+    fs::copy(assets().join("bin/libtwo.so"), root.join("lib/flip.so")).unwrap();
+    let arch = "gfx1030";
+    let a = transformed("libtwo.so", "flip.so", arch);
+    let b = transformed("libmulti.so", "flip.so", arch);
+    let m = Mount::new(Some(root), arch, &["--ttl", "1"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (root, stop) = (root.to_path_buf(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let from = if i % 2 == 0 { "libmulti.so" } else { "libtwo.so" };
+                let tmp = root.join(format!("lib/.tmp{i}"));
+                fs::copy(assets().join("bin").join(from), &tmp).unwrap();
+                fs::rename(&tmp, root.join("lib/flip.so")).unwrap();
+                i += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let (ok, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let (p, a, b, ok, errors) = (m.path("lib/flip.so"), a.clone(), b.clone(), ok.clone(), errors.clone());
+            std::thread::spawn(move || {
+                let end = Instant::now() + Duration::from_secs(4);
+                while Instant::now() < end {
+                    let mut data = Vec::new();
+                    match fs::File::open(&p).and_then(|mut f| f.read_to_end(&mut data)) {
+                        Ok(_) => {
+                            assert!(data == a || data == b, "served {} bytes matching neither version", data.len());
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(_) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+    let ok = ok.load(Ordering::Relaxed);
+    eprintln!("{ok} whole reads, {} errors, no mix", errors.load(Ordering::Relaxed));
+    assert!(ok > 20, "only {ok} successful reads");
+    assert!(m.path("lib/libtwo.so").is_file(), "daemon stopped serving");
+}
+
+#[test]
+fn hostile_paths_and_names() {
+    require_root();
+    let src = tempdir();
+    let root = src.path();
+    copy_assets(root, &["libtwo.so"]);
+    let outside = tempdir();
+    fs::write(outside.path().join("secret"), b"do not read").unwrap();
+    let sym = |t: &str, at: &str| std::os::unix::fs::symlink(t, root.join(at)).unwrap();
+    sym("loop_b", "loop_a");
+    sym("loop_a", "loop_b");
+    sym(&outside.path().display().to_string(), "out_abs");
+    sym("../../../../../../../../../..", "out_rel");
+    // Non-UTF-8 names: a plain file and a fat binary.
+    let bad = |n: &[u8]| root.join(OsStr::from_bytes(n));
+    fs::write(bad(b"caf\xe9.txt"), b"latin-1 name").unwrap();
+    fs::copy(assets().join("bin/libtwo.so"), bad(b"lib/lib\xff.so")).unwrap();
+    // Names at NAME_MAX: a plain file and a fat binary whose archive name
+    // would be too long (served unchanged).
+    let long = "n".repeat(255);
+    fs::write(root.join(&long), b"long name").unwrap();
+    let long_fat = format!("lib{}.so", "f".repeat(245));
+    fs::copy(assets().join("bin/libtwo.so"), root.join("lib").join(&long_fat)).unwrap();
+    // A deep tree, deeper than PATH_MAX below the source root.
+    let st = Command::new("python3")
+        .arg("-c")
+        .arg("import os,sys\nos.chdir(sys.argv[1])\nfor _ in range(300):\n    os.mkdir('d1234567890123'); os.chdir('d1234567890123')\nopen('leaf','w').write('leaf\\n')")
+        .arg(root)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Special files: never exposed, never opened.
+    let mkfifo = Command::new("mkfifo").arg(root.join("fifo")).status().unwrap();
+    assert!(mkfifo.success());
+    let mknod = Command::new("mknod").arg(root.join("null")).args(["c", "1", "3"]).status().unwrap();
+    assert!(mknod.success());
+    let sock = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+
+    // Watch the outside directory: the daemon must never open anything there.
+    let ino = rustix::fs::inotify::init(rustix::fs::inotify::CreateFlags::NONBLOCK).unwrap();
+    let flags = rustix::fs::inotify::WatchFlags::OPEN | rustix::fs::inotify::WatchFlags::ACCESS;
+    rustix::fs::inotify::add_watch(&ino, outside.path(), flags).unwrap();
+    rustix::fs::inotify::add_watch(&ino, outside.path().join("secret"), flags).unwrap();
+
+    let m = Mount::new(Some(root), "gfx90a", &[]);
+    let names: Vec<Vec<u8>> = fs::read_dir(&m.mnt).unwrap().map(|e| e.unwrap().file_name().as_bytes().to_vec()).collect();
+    for hidden in [&b"fifo"[..], b"null", b"sock"] {
+        assert!(!names.iter().any(|n| n == hidden), "{} exposed", String::from_utf8_lossy(hidden));
+        assert!(fs::symlink_metadata(m.mnt.join(OsStr::from_bytes(hidden))).is_err());
+    }
+    assert_eq!(fs::read_link(m.path("loop_a")).unwrap(), Path::new("loop_b"));
+    assert_eq!(fs::read_link(m.path("out_abs")).unwrap(), outside.path());
+    assert_eq!(fs::read_link(m.path("out_rel")).unwrap(), Path::new("../../../../../../../../../.."));
+    assert_eq!(fs::read(m.mnt.join(OsStr::from_bytes(b"caf\xe9.txt"))).unwrap(), b"latin-1 name");
+    assert_eq!(fs::read(m.mnt.join(OsStr::from_bytes(b"lib/lib\xff.so"))).unwrap(), fs::read(assets().join("bin/libtwo.so")).unwrap(), "non-UTF-8 fat binary is served unchanged");
+    assert_eq!(fs::read(m.path(&long)).unwrap(), b"long name");
+    assert_eq!(fs::read(m.path("lib").join(&long_fat)).unwrap(), fs::read(assets().join("bin/libtwo.so")).unwrap(), "archive name too long: served unchanged");
+    assert!(m.path("lib/.kpack/libtwo.so_gfx90a.kpack").is_file());
+    let leaf = Command::new("python3")
+        .arg("-c")
+        .arg("import os,sys\nos.chdir(sys.argv[1])\nfor _ in range(300):\n    os.chdir('d1234567890123')\nprint(open('leaf').read(), end='')")
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&leaf.stdout), "leaf\n", "{}", String::from_utf8_lossy(&leaf.stderr));
+    // Walk everything (without following symlinks) and read every file
+    // (the deep tree was read above: cat and ls cannot take such paths).
+    let walk = Command::new("sh")
+        .arg("-c")
+        .arg("find -P . -path ./d1234567890123 -prune -o -type f -exec cat {} + > /dev/null && ls -la . lib lib/.kpack > /dev/null")
+        .current_dir(&m.mnt)
+        .status()
+        .unwrap();
+    assert!(walk.success());
+    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    let mut reader = rustix::fs::inotify::Reader::new(&ino, &mut buf);
+    assert!(reader.next().is_err(), "something opened or read a file outside the source");
+    drop(sock);
+}
+
+#[test]
+fn kill_dash_nine_with_auto_unmount_leaves_no_mount() {
+    require_root();
+    let mut m = Mount::new(Some(&assets().join("demo-install")), "gfx90a", &["--auto-unmount"]);
+    // Killed once serving (not inside fusermount3's mount handshake).
+    assert!(eventually(10, || m.path("lib/libhost.so").is_file()));
+    let mut child = m.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(eventually(10, || !mounted(&m.mnt)), "stale mount after kill -9 with --auto-unmount");
+}
+
+#[test]
+fn a_slow_plan_does_not_stall_other_readers() {
+    require_root();
+    let src = tempdir();
+    let root = src.path();
+    copy_assets(root, &["libtwo.so", "libmulti.so", "libhost.so"]);
+    fs::copy(assets().join("bin/libtwo.so"), root.join("lib/slowlib.so")).unwrap();
+    let dir = tempdir();
+    let mnt = dir.path().join("m");
+    fs::create_dir(&mnt).unwrap();
+    let mut child = Command::new(kpackfs())
+        .args(["mount", "-f"])
+        .arg(root)
+        .arg(&mnt)
+        .args(["--arch", "gfx90a", "--threads", "4"])
+        .env("KPACKFS_TEST_SLOW_PLAN", "slowlib:4000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(20, || mounted(&mnt)));
+    let slow = {
+        let p = mnt.join("lib/slowlib.so");
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let ok = fs::read(&p).is_ok();
+            (ok, t.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    for f in ["lib/libtwo.so", "lib/libmulti.so", "lib/libhost.so", "lib/.kpack/libtwo.so_gfx90a.kpack"] {
+        fs::read(mnt.join(f)).unwrap();
+    }
+    let others = t.elapsed();
+    let (ok, slow_took) = slow.join().unwrap();
+    // SAFETY: kill(2) on our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    assert!(ok && slow_took >= Duration::from_secs(3), "the slow plan was not slow ({slow_took:?})");
+    assert!(others < Duration::from_secs(2), "other readers waited {others:?} behind a slow plan");
+    assert!(!mounted(&mnt));
+}
+
+#[test]
+fn source_inode_numbers_are_not_leaked_but_stable() {
+    require_root();
+    let m = Mount::new(Some(&assets().join("demo-install")), "gfx90a", &[]);
+    let a = fs::metadata(m.path("lib/libhost.so")).unwrap().ino();
+    let b = fs::metadata(m.path("lib/libhost.so")).unwrap().ino();
+    assert_eq!(a, b);
+    let _: PathBuf = m.mnt.clone();
+}
