@@ -229,20 +229,25 @@ fn elf_wrappers(src: &dyn ReadAt, path: &Path) -> Result<Vec<RawWrapper>, Resolv
     let seg = elf.find_section(crate::elf::WRAPPER_SECTION).map(|i| elf.shdrs[i]).ok_or_else(|| ResolveError::NoWrappers(path.to_path_buf()))?;
     let n = seg.size / WRAPPER_SIZE;
     let io_err = |e| ResolveError::Io(path.to_path_buf(), e);
-    // RELA addends are what ld.so writes into the slots of a PIE/DSO.
-    let mut addends: HashMap<u64, i64> = HashMap::new();
+
+    // What ld.so writes into each slot of a PIE/DSO: a RELATIVE addend, or
+    // symbol + addend for `R_X86_64_64` (RDC builds); RELR/REL slots keep
+    // their in-place value.
+    let mut relocated: HashMap<u64, u64> = HashMap::new();
     if elf.eh.e_type == ET_DYN {
-        for sh in elf.shdrs.iter().filter(|s| s.sh_type == object::elf::SHT_RELA.0) {
-            if sh.offset.checked_add(sh.size).is_none_or(|e| e > elf.len) || sh.size > 256 << 20 {
-                continue;
-            }
-            let b = read_vec_at(src, sh.offset, sh.size as usize).map_err(io_err)?;
-            for e in b.chunks_exact(24) {
-                let off = u64::from_le_bytes(e[0..8].try_into().unwrap_or_default());
-                let info = u64::from_le_bytes(e[8..16].try_into().unwrap_or_default());
-                let add = i64::from_le_bytes(e[16..24].try_into().unwrap_or_default());
-                if info as u32 == 8 {
-                    addends.entry(off).or_insert(add);
+        let secs = crate::elf::relocs::rela_sections(src, &elf).map_err(|e| ResolveError::Elf(path.to_path_buf(), e))?;
+        for sec in &secs {
+            for r in &sec.entries {
+                if relocated.contains_key(&r.offset) {
+                    continue;
+                }
+                let v = match r.r_type() {
+                    8 => Some(r.addend as u64),
+                    1 => crate::elf::relocs::symbol_target(src, &elf, sec.link, r.r_sym(), r.addend).map_err(|e| ResolveError::Elf(path.to_path_buf(), e))?,
+                    _ => None,
+                };
+                if let Some(v) = v {
+                    relocated.insert(r.offset, v);
                 }
             }
         }
@@ -260,10 +265,7 @@ fn elf_wrappers(src: &dyn ReadAt, path: &Path) -> Result<Vec<RawWrapper>, Resolv
         let mut b = [0u8; 24];
         read_exact_at(src, off, &mut b).map_err(io_err)?;
         let Some(w) = Wrapper::parse(&b) else { continue };
-        let pointer = match addends.get(&(va + 8)) {
-            Some(a) => Some(*a as u64),
-            None => Some(w.binary),
-        };
+        let pointer = Some(relocated.get(&(va + 8)).copied().unwrap_or(w.binary));
         let (pointer_offset, mapped_len) = match pointer.and_then(map) {
             Some((o, l)) => (Some(o), l),
             None => (None, 0),

@@ -78,13 +78,35 @@ impl Mount {
     }
 
     pub fn at(source: Option<&Path>, mnt: &Path, arch: &str, extra: &[&str]) -> Mount {
+        Mount::at_logged(source, mnt, arch, extra, None)
+    }
+
+    /// Like [`Mount::new`], with the daemon's stderr (its log) in `log`.
+    pub fn new_logged(source: Option<&Path>, arch: &str, extra: &[&str], log: &Path) -> Mount {
+        let dir = tempdir();
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        let mut m = Mount::at_logged(source, &mnt, arch, extra, Some(log));
+        m._dir = Some(dir);
+        m
+    }
+
+    fn at_logged(source: Option<&Path>, mnt: &Path, arch: &str, extra: &[&str], log: Option<&Path>) -> Mount {
         let mut cmd = Command::new(kpackfs());
         cmd.arg("mount").arg("-f");
         if let Some(s) = source {
             cmd.arg(s);
         }
         cmd.arg(mnt).arg("--arch").arg(arch).args(extra);
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit());
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        match log {
+            Some(p) => {
+                cmd.stderr(fs::File::create(p).expect("log file"));
+            }
+            None => {
+                cmd.stderr(Stdio::inherit());
+            }
+        }
         let mut child = cmd.spawn().expect("spawn kpackfs");
         let start = Instant::now();
         while !mounted(mnt) {

@@ -2,7 +2,7 @@
 //! transform (FORMATS.md §3) as a lazy [`Layout`](crate::layout::Layout).
 
 mod headers;
-mod relocs;
+pub(crate) mod relocs;
 mod transform;
 
 use std::io;

@@ -1,0 +1,236 @@
+//! Corrupt and hostile inputs in a mounted source: truncated, bit-flipped
+//! and structurally hostile variants of the test assets (headers past EOF,
+//! huge counts, wrapper pointers outside the fat section, bundle counts of
+//! 2^32, CCOB sizes that lie, decompression-bomb claims, overlapping
+//! sections, archives with TOC offsets past EOF). Each variant is either
+//! passed through unchanged (with at most one warning) or transformed
+//! correctly — its wrappers resolve to exactly what the fat runtime would
+//! load from the variant itself — and reads never hang, the daemon keeps
+//! serving every other file, and its memory stays bounded.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use kpackfs_core::elf::ElfFile;
+use kpackfs_core::resolve::{self, LoaderEnv, LoaderGen};
+use kpackfs_core::target::TargetId;
+use kpackfs_tests::*;
+
+fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn elf_mutations(name: &str, data: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let f = ElfFile::parse(&data.to_vec()).unwrap();
+    let shoff = f.eh.shoff as usize;
+    let sec = |n: &str| f.find_section(n).unwrap();
+    let shdr = |i: usize| shoff + 64 * i;
+    let fat = sec(".hip_fatbin");
+    let seg = sec(".hipFatBinSegment");
+    let text = sec(".text");
+    let fat_off = f.shdrs[fat].offset as usize;
+    let mut out = Vec::new();
+    let mut m = |what: &str, edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = data.to_vec();
+        edit(&mut b);
+        out.push((format!("{name}.{what}"), b));
+    };
+    m("shoff_past_eof", &|b| {
+        let len = b.len() as u64;
+        put_u64(b, 0x28, len + 100)
+    });
+    m("phnum_huge", &|b| b[0x38..0x3a].copy_from_slice(&0xffffu16.to_le_bytes()));
+    m("shstrndx_bad", &|b| b[0x3e..0x40].copy_from_slice(&0xfff0u16.to_le_bytes()));
+    m("fatbin_size_huge", &|b| put_u64(b, shdr(fat) + 0x20, 1 << 40));
+    m("segment_not_whole_wrappers", &|b| put_u64(b, shdr(seg) + 0x20, 25));
+    m("fatbin_overlaps_text", &|b| {
+        let t = u64::from_le_bytes(b[shdr(text) + 0x18..shdr(text) + 0x20].try_into().unwrap());
+        put_u64(b, shdr(fat) + 0x18, t)
+    });
+    m("bundle_count_2_32", &|b| put_u64(b, fat_off + 24, 1 << 32));
+    m("bundle_entry_past_end", &|b| put_u64(b, fat_off + 32 + 8, 1 << 50));
+    // Wrapper pointer outside the fat section: its RELA addend (or in-place value).
+    m("wrapper_pointer_outside", &|b| {
+        let slot = f.shdrs[seg].addr + 8;
+        for s in f.shdrs.iter().filter(|s| s.sh_type == 4) {
+            let mut o = s.offset as usize;
+            while o + 24 <= (s.offset + s.size) as usize {
+                if u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) == slot {
+                    put_u64(b, o + 16, 0x10);
+                }
+                o += 24;
+            }
+        }
+    });
+    out
+}
+
+fn generic_mutations(name: &str, data: &[u8], seed: u64) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let n = data.len();
+    for cut in [64usize, 200, 4096, n / 2, n.saturating_sub(100)] {
+        out.push((format!("{name}.trunc{cut}"), data[..cut.min(n)].to_vec()));
+    }
+    let mut rng = Rng(seed);
+    for k in 0..6 {
+        let mut b = data.to_vec();
+        let i = rng.below(4096.min(n as u64)) as usize;
+        b[i] ^= 1 << rng.below(8);
+        out.push((format!("{name}.flip_head{k}"), b));
+        let mut b = data.to_vec();
+        let i = rng.below(n as u64) as usize;
+        b[i] ^= 0xff;
+        out.push((format!("{name}.flip_any{k}"), b));
+    }
+    out
+}
+
+fn ccob_mutations(name: &str, data: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let f = ElfFile::parse(&data.to_vec()).unwrap();
+    let off = f.fatbin().unwrap().offset as usize;
+    assert_eq!(&data[off..off + 4], b"CCOB");
+    let mut out = Vec::new();
+    let mut m = |what: &str, edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = data.to_vec();
+        edit(&mut b);
+        out.push((format!("{name}.{what}"), b));
+    };
+    m("total_size_huge", &|b| put_u64(b, off + 8, 1 << 40));
+    m("total_size_tiny", &|b| put_u64(b, off + 8, 10));
+    m("bomb_claim", &|b| put_u64(b, off + 16, 3 << 30));
+    m("uncompressed_size_lie", &|b| put_u64(b, off + 16, 100));
+    m("payload_flip", &|b| b[off + 200] ^= 0x55);
+    m("payload_tail_flip", &|b| {
+        let total = u64::from_le_bytes(b[off + 8..off + 16].try_into().unwrap()) as usize;
+        b[off + total - 20] ^= 0x55
+    });
+    out
+}
+
+fn getxattr(p: &Path, name: &str) -> Option<String> {
+    let cp = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let cn = CString::new(name).unwrap();
+    let mut buf = vec![0u8; 256];
+    // SAFETY: valid C strings and a writable buffer of the given size.
+    let n = unsafe { libc::getxattr(cp.as_ptr(), cn.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    (n >= 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
+}
+
+/// Reads a whole file with a deadline (a hang is a failure, not a wait).
+fn read_with_deadline(p: &Path) -> Result<Vec<u8>, i32> {
+    let p = p.to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(fs::read(&p).map_err(|e| e.raw_os_error().unwrap_or(-1)));
+    });
+    rx.recv_timeout(Duration::from_secs(30)).expect("read hung for 30 s")
+}
+
+#[test]
+fn corrupt_inputs_are_passed_through_or_transformed_correctly() {
+    require_root();
+    let src = tempdir();
+    let lib = src.path().join("lib");
+    fs::create_dir_all(&lib).unwrap();
+    let mut variants: Vec<(String, Vec<u8>)> = Vec::new();
+    for (i, base) in ["libtwo.so", "libmulti.so", "app_pie", "librdc.so", "librelr.so"].iter().enumerate() {
+        let data = fs::read(assets().join("bin").join(base)).unwrap();
+        variants.extend(elf_mutations(base, &data));
+        variants.extend(generic_mutations(base, &data, 0x5EED + i as u64));
+    }
+    let pe = fs::read(assets().join("bin/hip_two.dll")).unwrap();
+    variants.extend(generic_mutations("hip_two.dll", &pe, 0xD11));
+    let ccob = lib.join("libtwo_ccob.so");
+    let st = Command::new(kpackfs()).arg("recompress").arg(assets().join("bin/libtwo.so")).arg(&ccob).stderr(Stdio::null()).status().unwrap();
+    assert!(st.success());
+    let ccob_data = fs::read(&ccob).unwrap();
+    variants.extend(ccob_mutations("libtwo_ccob.so", &ccob_data));
+    variants.extend(generic_mutations("libtwo_ccob.so", &ccob_data, 0xCC0B));
+    for (n, b) in &variants {
+        fs::write(lib.join(n), b).unwrap();
+    }
+    // Hostile archives already in the source (served unchanged or hidden).
+    fs::create_dir_all(lib.join(".kpack")).unwrap();
+    let mut k = fs::read(shared().join("vectors/upstream-kpack/test_noop.kpack")).unwrap();
+    put_u64(&mut k, 8, 1 << 40);
+    fs::write(lib.join(".kpack/evil_gfx90a.kpack"), &k).unwrap();
+    fs::copy(assets().join("bin/libhost.so"), lib.join("control.so")).unwrap();
+
+    let logdir = tempdir();
+    let log = logdir.path().join("daemon.log");
+    let arch = "gfx90a,gfx1030";
+    let mut m = Mount::new_logged(Some(src.path()), arch, &["--cache-size", "32M"], &log);
+    let pid = m.child.as_ref().unwrap().id();
+
+    let mut outcome: BTreeMap<&str, usize> = BTreeMap::new();
+    let devices = ["gfx90a:xnack-", "gfx90a", "gfx1030"];
+    for (name, data) in &variants {
+        let p = m.path(format!("lib/{name}"));
+        let origin = getxattr(&p, "user.kpackfs.origin").unwrap_or_default();
+        let served = read_with_deadline(&p);
+        match origin.as_str() {
+            "passthrough" => {
+                assert!(served.as_deref() == Ok(data.as_slice()), "{name}: passed through but bytes differ");
+                *outcome.entry("passed through").or_default() += 1;
+            }
+            "transformed" => {
+                assert!(served.is_ok(), "{name}: transformed but unreadable: {served:?}");
+                // Every wrapper resolves to what the fat runtime loads from
+                // the variant itself (or both fail).
+                for d in devices {
+                    let isa = TargetId::parse(d).unwrap();
+                    let fat = resolve::resolve(&lib.join(name), &isa, LoaderGen::Feb2026, &LoaderEnv::default()).unwrap();
+                    for gen in [LoaderGen::Feb2026, LoaderGen::Newest] {
+                        let kp = resolve::resolve(&p, &isa, gen, &LoaderEnv::default()).unwrap();
+                        assert_eq!(kp.len(), fat.len(), "{name}");
+                        for (a, b) in fat.iter().zip(&kp) {
+                            match (&a.result, &b.result) {
+                                (Ok(x), Ok(y)) => assert!(x.bytes == y.bytes, "{name} wrapper {} on {d}: wrong code object", a.index),
+                                (Ok(_), Err(e)) => {
+                                    // Only a payload the archive cannot decode may fail here.
+                                    assert!(matches!(e, resolve::LoadError::Io(_) | resolve::LoadError::Decompression(_)), "{name} wrapper {} on {d}: {e}", a.index)
+                                }
+                                (Err(_), Ok(_)) => panic!("{name} wrapper {} on {d}: resolves where the fat runtime fails", a.index),
+                                (Err(_), Err(_)) => {}
+                            }
+                        }
+                    }
+                }
+                *outcome.entry("transformed").or_default() += 1;
+            }
+            "" => {
+                assert!(served.is_err(), "{name}: readable but no origin");
+                *outcome.entry("hidden").or_default() += 1;
+            }
+            other => panic!("{name}: origin {other}"),
+        }
+    }
+    // Every synthesized archive reads completely or fails cleanly (EIO).
+    for e in fs::read_dir(m.path("lib/.kpack")).unwrap() {
+        let p = e.unwrap().path();
+        match read_with_deadline(&p) {
+            Ok(b) => assert_eq!(b.len() as u64, fs::metadata(&p).unwrap().len(), "{}", p.display()),
+            Err(code) => assert_eq!(code, libc::EIO, "{}", p.display()),
+        }
+    }
+    assert_eq!(fs::read(m.path("lib/control.so")).unwrap(), fs::read(assets().join("bin/libhost.so")).unwrap());
+    assert!(!m.path("lib/.kpack/evil_gfx1030.kpack").exists());
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let hwm_kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap();
+    assert!(hwm_kb < (64 + 32) * 1024, "daemon peak RSS {hwm_kb} kB");
+    eprintln!("{} variants: {outcome:?}, daemon peak RSS {} MB", variants.len(), hwm_kb / 1024);
+    assert!(outcome.get("passed through").copied().unwrap_or(0) > 20 && outcome.get("transformed").copied().unwrap_or(0) > 5, "{outcome:?}");
+    let _ = m.terminate();
+    // At most one warning per file, however often it was read.
+    let text = fs::read_to_string(&log).unwrap();
+    for (name, _) in &variants {
+        let n = text.lines().filter(|l| l.contains("served unchanged") && l.contains(&format!("lib/{name}:"))).count();
+        assert!(n <= 1, "{name}: {n} warnings");
+    }
+    assert!(text.lines().filter(|l| l.contains("served unchanged")).count() > 10, "refusals are not logged:\n{text}");
+}
