@@ -14,6 +14,11 @@ pub trait ReadAt: Send + Sync {
 
     /// Total length in bytes.
     fn size(&self) -> io::Result<u64>;
+
+    /// Hints that `[offset, offset+len)` will be read soon, so scattered
+    /// small reads (bundle headers across a 1.3 GB section) are fetched from
+    /// disk in parallel instead of one seek at a time. Default: nothing.
+    fn prefetch(&self, _offset: u64, _len: u64) {}
 }
 
 /// Fills `buf` completely from `offset` or fails with `UnexpectedEof`.
@@ -84,6 +89,15 @@ impl ReadAt for File {
     }
     fn size(&self) -> io::Result<u64> {
         Ok(self.metadata()?.len())
+    }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        #[cfg(target_os = "linux")]
+        {
+            let _ = rustix::fs::fadvise(self, offset, std::num::NonZeroU64::new(len), rustix::fs::Advice::WillNeed);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
     }
 }
 

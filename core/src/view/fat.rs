@@ -11,7 +11,7 @@
 //! newest one (falls through) resolve identically.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::bundle::{self, CodeObject, ObjectLocation};
 use crate::host::{self, HostPlan, NotTransformed};
@@ -24,6 +24,9 @@ use crate::target::{Selection, TargetId};
 
 /// Longest file name the view can serve (Linux NAME_MAX, NTFS's limit).
 const NAME_MAX: usize = 255;
+/// Room kept for `_<target>.kpack` in archive names
+/// (`_gfx10-3-generic:sramecc+:xnack+.kpack` is 38 bytes).
+const MAX_TARGET_SUFFIX: usize = 44;
 
 /// How archive files are named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,77 +53,114 @@ pub struct ArchivePlan {
 }
 
 /// A fat binary planned for the view.
+///
+/// Planning has two stages so that `stat` of a 1.3 GB library reads only
+/// its headers: the transform itself (headers, relocations, wrappers), and
+/// — on the first access to its archives — the bundle headers behind every
+/// wrapper (scattered over the whole device-code section). A wrapper whose
+/// bundle cannot be read simply has no archive entry: the runtime fails on
+/// it exactly as the fat runtime would on the broken bundle.
 #[derive(Debug)]
 pub struct FatBinary {
     pub id: SourceId,
     pub group: String,
     pub marker: Marker,
     pub plan: HostPlan,
+    archives: OnceLock<Arc<Archives>>,
+}
+
+/// The second stage: code objects and archives.
+#[derive(Debug, Default)]
+pub struct Archives {
     /// Code objects behind each wrapper (by wrapper index; empty for
-    /// wrappers that were already HIPK).
+    /// wrappers already HIPK or whose bundle is unreadable).
     pub objects: Vec<Vec<CodeObject>>,
     /// Every target present, sorted.
     pub targets: Vec<TargetId>,
     /// Archives exposed for the selection, by file name.
-    pub archives: BTreeMap<String, Arc<ArchivePlan>>,
+    pub by_name: BTreeMap<String, Arc<ArchivePlan>>,
+    /// Why some wrappers have no code objects.
+    pub problems: Vec<String>,
 }
 
 impl FatBinary {
-    /// Plans binary `rel` (root-relative, `/`-separated; its file name is
-    /// the group). Any refusal means "serve unchanged".
-    pub fn analyze(
-        src: &dyn ReadAt,
-        id: SourceId,
-        rel: &str,
-        selection: &Selection,
-        naming: ArchiveNaming,
-    ) -> Result<FatBinary, NotTransformed> {
+    /// Plans the transform of binary `rel` (root-relative, `/`-separated; its
+    /// file name is the group). Any refusal means "serve unchanged".
+    pub fn analyze(src: &dyn ReadAt, id: SourceId, rel: &str) -> Result<FatBinary, NotTransformed> {
         let group = rel.rsplit('/').next().unwrap_or(rel).to_string();
         if group.contains("@GFXARCH@") {
             return Err(NotTransformed::Refused("file name contains @GFXARCH@".into()));
         }
+        // Archive names are `<group>_<target>.kpack`; the longest target
+        // name we could need must fit.
+        if group.len() + MAX_TARGET_SUFFIX > NAME_MAX {
+            return Err(NotTransformed::Refused(format!("file name too long for its archives ({} bytes)", group.len())));
+        }
         let marker = Marker::for_group(&group, 0, rel);
         let plan = host::plan(src, &marker.encode())?;
-        let fat_end = plan.fat_offset + plan.fat_size;
+        if plan.wrappers.iter().all(|w| w.already_kpacked) {
+            return Err(NotTransformed::Plain);
+        }
+        Ok(FatBinary { id, group, marker, plan, archives: OnceLock::new() })
+    }
 
-        // Code objects behind each wrapper, from the bundle its pointer names.
-        let mut by_offset: HashMap<u64, Vec<CodeObject>> = HashMap::new();
-        let mut objects = Vec::with_capacity(plan.wrappers.len());
+    /// The archives, if already computed.
+    pub fn archives_if_ready(&self) -> Option<&Arc<Archives>> {
+        self.archives.get()
+    }
+
+    /// The archives (second stage), computed once from `src`, which must be
+    /// the source version this plan was made from.
+    pub fn archives(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming) -> Arc<Archives> {
+        self.archives.get_or_init(|| Arc::new(self.plan_stage2(src, selection, naming))).clone()
+    }
+
+    fn plan_stage2(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming) -> Archives {
+        let plan = &self.plan;
+        let fat_end = plan.fat_offset + plan.fat_size;
+        // Bundle headers are scattered over the section: ask for all of them
+        // at once, then parse.
+        for w in &plan.wrappers {
+            if let Some(off) = w.fatbin_offset {
+                src.prefetch(plan.fat_offset + off, 4096);
+            }
+        }
+        let mut a = Archives::default();
+        let mut by_offset: HashMap<u64, Result<Vec<CodeObject>, String>> = HashMap::new();
         for w in &plan.wrappers {
             if w.already_kpacked {
-                objects.push(Vec::new());
+                a.objects.push(Vec::new());
                 continue;
             }
-            let off = w.fatbin_offset.ok_or_else(|| {
-                NotTransformed::Refused(format!("wrapper {} does not point into the fat section", w.index))
-            })?;
-            if !by_offset.contains_key(&off) {
+            let Some(off) = w.fatbin_offset else {
+                a.problems.push(format!("wrapper {} does not point into the fat section", w.index));
+                a.objects.push(Vec::new());
+                continue;
+            };
+            let objs = by_offset.entry(off).or_insert_with(|| {
                 let at = plan.fat_offset + off;
-                let chunk = bundle::parse_chunk(src, at, fat_end)
-                    .map_err(|e| NotTransformed::Refused(format!("wrapper {}: {e}", w.index)))?;
-                let objs = bundle::chunk_objects(src, &chunk, w.index as usize)
-                    .map_err(|e| NotTransformed::Refused(format!("wrapper {}: {e}", w.index)))?;
-                by_offset.insert(off, objs);
-            }
-            objects.push(by_offset[&off].clone());
-        }
-
-        let mut targets: Vec<TargetId> = Vec::new();
-        for o in objects.iter().flatten() {
-            match TargetId::parse(&o.arch) {
-                Ok(t) if !targets.contains(&t) => targets.push(t),
-                Ok(_) => {}
-                Err(e) => log::debug!("{rel}: ignoring code object {:?}: {e}", o.entry_id),
+                bundle::parse_chunk(src, at, fat_end)
+                    .and_then(|chunk| bundle::chunk_objects(src, &chunk, w.index as usize))
+                    .map_err(|e| e.to_string())
+            });
+            match objs {
+                Ok(o) => a.objects.push(o.clone()),
+                Err(e) => {
+                    a.problems.push(format!("wrapper {}: {e}", w.index));
+                    a.objects.push(Vec::new());
+                }
             }
         }
-        targets.sort();
-
-        let mut fb = FatBinary { id, group, marker, plan, objects, targets, archives: BTreeMap::new() };
-        fb.archives = fb.plan_archives(selection, naming);
-        if let Some(long) = fb.archives.keys().find(|n| n.len() > NAME_MAX) {
-            return Err(NotTransformed::Refused(format!("archive name {long:?} would exceed {NAME_MAX} bytes")));
+        for o in a.objects.iter().flatten() {
+            if let Ok(t) = TargetId::parse(&o.arch) {
+                if !a.targets.contains(&t) {
+                    a.targets.push(t);
+                }
+            }
         }
-        Ok(fb)
+        a.targets.sort();
+        a.by_name = self.plan_archives(&a, selection, naming);
+        a
     }
 
     /// Archive file name for a file target string.
@@ -128,8 +168,8 @@ impl FatBinary {
         format!("{}_{}.kpack", self.group, file_target)
     }
 
-    fn plan_archives(&self, selection: &Selection, naming: ArchiveNaming) -> BTreeMap<String, Arc<ArchivePlan>> {
-        let selected: Vec<&TargetId> = self.targets.iter().filter(|t| selection.selects(t)).collect();
+    fn plan_archives(&self, a: &Archives, selection: &Selection, naming: ArchiveNaming) -> BTreeMap<String, Arc<ArchivePlan>> {
+        let selected: Vec<&TargetId> = a.targets.iter().filter(|t| selection.selects(t)).collect();
         let mut files: BTreeMap<String, Vec<TargetId>> = BTreeMap::new();
         for t in selected {
             let file_target = match naming {
@@ -142,7 +182,10 @@ impl FatBinary {
         for (file_target, mut keys) in files {
             keys.sort_by(|a, b| b.features.len().cmp(&a.features.len()).then(a.cmp(b)));
             let name = self.archive_name(&file_target);
-            let (layout, entries) = self.build_archive(&file_target, &keys);
+            if name.len() > NAME_MAX {
+                continue;
+            }
+            let (layout, entries) = self.build_archive(&a.objects, &file_target, &keys);
             if entries > 0 {
                 out.insert(name.clone(), Arc::new(ArchivePlan { name, keys, layout, entries }));
             }
@@ -165,7 +208,7 @@ impl FatBinary {
         best.map(|(_, o)| o)
     }
 
-    fn build_archive(&self, file_target: &str, keys: &[TargetId]) -> (Layout, usize) {
+    fn build_archive(&self, objects: &[Vec<CodeObject>], file_target: &str, keys: &[TargetId]) -> (Layout, usize) {
         let mut spec = ArchiveSpec {
             group_name: self.group.clone(),
             gfx_arch_family: file_target.to_string(),
@@ -176,7 +219,7 @@ impl FatBinary {
         let mut ordinals: HashMap<ObjectLocation, u64> = HashMap::new();
         let mut blobs: HashMap<u64, Arc<BlobRef>> = HashMap::new();
         let mut entries = 0;
-        for (w, objs) in self.plan.wrappers.iter().zip(&self.objects) {
+        for (w, objs) in self.plan.wrappers.iter().zip(objects) {
             let key = format!("{}#{}", self.marker.kernel_name, w.index);
             for k in keys {
                 let Some(o) = Self::best_for(objs, k) else { continue };

@@ -468,10 +468,10 @@ impl View {
                     return Analysis::Plain;
                 }
                 slow_plan_hook(&rs);
-                match FatBinary::analyze(&file, fst.id(), &rs, &self.cfg.selection, self.cfg.naming) {
+                match FatBinary::analyze(&file, fst.id(), &rs) {
                     Ok(fb) => {
                         self.stats.plans_built.fetch_add(1, Ordering::Relaxed);
-                        log::debug!("{rs}: planned, {} wrappers, archives {:?}", fb.plan.wrappers.len(), fb.archives.keys());
+                        log::debug!("{rs}: planned, {} wrappers", fb.plan.wrappers.len());
                         Analysis::Fat(Arc::new(fb))
                     }
                     Err(NotTransformed::Plain) => Analysis::Plain,
@@ -484,6 +484,22 @@ impl View {
             })
             .clone();
         Ok((fst, a))
+    }
+
+    /// The archives of a planned binary (second planning stage, once).
+    fn archives(&self, rel: &Path, fb: &FatBinary) -> Result<Arc<fat::Archives>> {
+        if let Some(a) = fb.archives_if_ready() {
+            return Ok(a.clone());
+        }
+        let (file, fst) = self.tree.open_file(rel)?;
+        if fst.id() != fb.id {
+            return Err(Error::Changed(rel.display().to_string()));
+        }
+        let a = fb.archives(&file, &self.cfg.selection, self.cfg.naming);
+        if !a.problems.is_empty() {
+            log::warn!("{}: some wrappers have no code objects: {}", rel.display(), a.problems.join("; "));
+        }
+        Ok(a)
     }
 
     fn file_node(&self, rel: &Path, st: SourceStat) -> Result<Node> {
@@ -506,7 +522,10 @@ impl View {
             _ => return Ok(None),
         };
         match self.file_node(&bin, st) {
-            Ok(Node::Transformed(fst, fb)) => Ok(fb.archives.get(name).cloned().map(|a| Node::Archive(fst, fb, a))),
+            Ok(Node::Transformed(fst, fb)) => {
+                let archives = self.archives(&bin, &fb)?;
+                Ok(archives.by_name.get(name).cloned().map(|a| Node::Archive(fst, fb, a)))
+            }
             Ok(_) | Err(Error::NotFound) => Ok(None),
             Err(e) => Err(e),
         }
@@ -703,7 +722,8 @@ impl View {
                     let rel = bin_dir.join(&bin);
                     let Ok(st) = self.tree.stat(&rel) else { continue };
                     if let Ok(Node::Transformed(_, fb)) = self.file_node(&rel, st) {
-                        for name in fb.archives.keys() {
+                        let Ok(archives) = self.archives(&rel, &fb) else { continue };
+                        for name in archives.by_name.keys() {
                             let ino = self.inodes.ino_of(&p.join(name), Some(fb.id));
                             by_name.insert(name.into(), DirEntry { name: name.into(), ino, kind: NodeType::File });
                         }
@@ -774,8 +794,8 @@ impl View {
             v.push(("user.kpackfs.source".into(), self.cfg.source.to_string_lossy().into_owned().into_bytes()));
         }
         if attr.origin == Origin::Transformed {
-            if let (_, Node::Transformed(_, fb)) = self.resolve_ino(ino)? {
-                let t: Vec<String> = fb.targets.iter().map(ToString::to_string).collect();
+            if let (p, Node::Transformed(_, fb)) = self.resolve_ino(ino)? {
+                let t: Vec<String> = self.archives(&p, &fb)?.targets.iter().map(ToString::to_string).collect();
                 v.push(("user.kpackfs.targets".into(), t.join(",").into_bytes()));
             }
         }
