@@ -262,39 +262,27 @@ pub struct CodeObject {
 /// as much as its inner bundle header needs (unless the decoded content
 /// holds several bundles, which requires a full decode).
 pub fn chunk_objects(src: &dyn ReadAt, chunk: &Chunk, chunk_index: usize) -> Result<Vec<CodeObject>, BundleError> {
-    let mut out = Vec::new();
-    match chunk {
-        Chunk::Plain { at, bundle } => {
-            for e in &bundle.entries {
-                if let Some(arch) = e.arch() {
-                    out.push(CodeObject {
-                        chunk_index,
-                        entry_id: e.id.clone(),
-                        arch: arch.to_string(),
-                        location: ObjectLocation::Range { offset: at + e.offset, len: e.size },
-                    });
-                }
-            }
-        }
+    // (bundle offset, bundle) pairs and where a payload at `offset` lives.
+    let (bundles, locate): (Vec<(u64, Bundle)>, Box<dyn Fn(u64, u64) -> ObjectLocation>) = match chunk {
+        Chunk::Plain { at, bundle } => (vec![(*at, bundle.clone())], Box::new(|offset, len| ObjectLocation::Range { offset, len })),
         Chunk::Compressed { at, len, header } => {
-            let inner = ccob::inner_bundles(src, *at, *len, header)?;
-            for (bundle_at, bundle) in inner {
-                for e in &bundle.entries {
-                    if let Some(arch) = e.arch() {
-                        out.push(CodeObject {
-                            chunk_index,
-                            entry_id: e.id.clone(),
-                            arch: arch.to_string(),
-                            location: ObjectLocation::InCcob {
-                                ccob_at: *at,
-                                ccob_len: *len,
-                                header: header.clone(),
-                                offset: bundle_at + e.offset,
-                                len: e.size,
-                            },
-                        });
-                    }
-                }
+            let (ccob_at, ccob_len, header) = (*at, *len, header.clone());
+            (
+                ccob::inner_bundles(src, ccob_at, ccob_len, &header)?,
+                Box::new(move |offset, len| ObjectLocation::InCcob { ccob_at, ccob_len, header: header.clone(), offset, len }),
+            )
+        }
+    };
+    let mut out = Vec::new();
+    for (bundle_at, bundle) in bundles {
+        for e in &bundle.entries {
+            if let Some(arch) = e.arch() {
+                out.push(CodeObject {
+                    chunk_index,
+                    entry_id: e.id.clone(),
+                    arch: arch.to_string(),
+                    location: locate(bundle_at + e.offset, e.size),
+                });
             }
         }
     }
