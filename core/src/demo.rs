@@ -67,9 +67,15 @@ fn unpack(dir: &Path) -> io::Result<()> {
 
 /// Path of the unpacked demo install (unpacking it on first use).
 pub fn demo_install() -> io::Result<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
+    // Windows: %LOCALAPPDATA%\kpackfs (symlinks of the demo are left out
+    // there: creating them needs Developer Mode).
+    #[cfg(windows)]
+    let cache = std::env::var_os("LOCALAPPDATA").map(PathBuf::from);
+    #[cfg(not(windows))]
+    let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    let base = cache
         .unwrap_or_else(std::env::temp_dir)
         .join("kpackfs");
     let dir = base.join(format!("demo-install-{}", content_tag()));
