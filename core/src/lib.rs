@@ -29,3 +29,5 @@ pub mod resolve;
 pub mod archs;
 pub mod demo;
 pub mod recompress;
+#[cfg(feature = "cli")]
+pub mod cli;

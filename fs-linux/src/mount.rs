@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::cli::{parse_size, MountArgs, Naming};
-use crate::{source_dir, view_config, Failure};
+use crate::cli::MountArgs;
+use kpackfs_core::cli::{normalize_args, parse_size, source_dir, view_config, Failure, Naming};
 use kpackfs_core::view::View;
 
 /// Set in the detached child: report readiness on stdout.
@@ -55,11 +55,11 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
             "ttl" => args.ttl = need(k, v)?.parse().map_err(|_| Failure::usage("-o ttl needs seconds"))?,
             "no_passthrough" => args.no_passthrough = true,
             "archive_names" => {
-                args.view.archive_names = match need(k, v)? {
+                args.view.archive_names = Some(match need(k, v)? {
                     "target" => Naming::Target,
                     "processor" => Naming::Processor,
                     x => return Err(Failure::usage(format!("-o archive_names={x}: use target or processor"))),
-                }
+                })
             }
             "log_file" => args.log_file = Some(PathBuf::from(need(k, v)?)),
             // Generic options mount(8)/mount.fuse3/systemd pass along: the
@@ -144,7 +144,7 @@ fn raise_readahead(mnt: &Path) {
 fn detach() -> Result<(), Failure> {
     let exe = std::env::current_exe().map_err(|e| Failure::runtime(format!("cannot find own executable: {e}")))?;
     let mut argv: Vec<OsString> = std::env::args_os().skip(1).collect();
-    argv = crate::cli::normalize_args([OsString::from("kpackfs")].into_iter().chain(argv).collect()).into_iter().skip(1).collect();
+    argv = normalize_args([OsString::from("kpackfs")].into_iter().chain(argv).collect()).into_iter().skip(1).collect();
     argv.insert(1, "--foreground".into());
     let mut child = Command::new(exe)
         .args(&argv)
@@ -190,7 +190,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         _ => return Err(Failure::usage("usage: kpackfs mount [SOURCE] MOUNTPOINT --arch TARGET")),
     };
     let src = source_dir(source.as_deref())?;
-    let cfg = view_config(src.clone(), &args.view)?;
+    let cfg = view_config(src.clone(), &args.view, Naming::Target)?;
     let md = std::fs::metadata(&mnt).map_err(|e| Failure::usage(format!("mountpoint {}: {e}", mnt.display())))?;
     if !md.is_dir() {
         return Err(Failure::usage(format!("mountpoint {}: not a directory", mnt.display())));

@@ -10,7 +10,7 @@ use widestring::U16CString;
 use winapi::shared::minwindef::{BOOL, DWORD, FALSE, TRUE};
 use winapi::um::consoleapi::SetConsoleCtrlHandler;
 
-use crate::app::{absolute, source_dir, view_config, Failure};
+use crate::app::{source_dir, view_config, Failure};
 use crate::cli::{MountArgs, MountPoint, Naming};
 use crate::dokan_fs::KpackDokan;
 use kpackfs_core::view::View;
@@ -52,7 +52,7 @@ pub fn run(args: MountArgs) -> Result<(), Failure> {
         _ => return Err(Failure::usage("usage: kpackfs mount [SOURCE] MOUNTPOINT --arch TARGET")),
     };
     let src = source_dir(source.as_deref())?;
-    let cfg = view_config(src.clone(), &args.view)?;
+    let cfg = view_config(src.clone(), &args.view, crate::cli::WINDOWS_NAMING)?;
     let mp = MountPoint::parse(&mnt.to_string_lossy()).map_err(Failure::usage)?;
     let mp = match mp {
         MountPoint::Drive(c) => {
@@ -69,7 +69,7 @@ pub fn run(args: MountArgs) -> Result<(), Failure> {
             if std::fs::read_dir(&d).map_err(|e| Failure::usage(format!("mountpoint {}: {e}", d.display())))?.next().is_some() {
                 return Err(Failure::usage(format!("mountpoint {}: not empty", d.display())));
             }
-            let d = absolute(&d).map_err(|e| Failure::usage(format!("mountpoint {}: {e}", d.display())))?;
+            let d = std::path::absolute(&d).map_err(|e| Failure::usage(format!("mountpoint {}: {e}", d.display())))?;
             if d.starts_with(&src) {
                 return Err(Failure::usage(format!("mountpoint {} lies inside the source {}", d.display(), src.display())));
             }
@@ -77,7 +77,7 @@ pub fn run(args: MountArgs) -> Result<(), Failure> {
         }
     };
     let mp_str = mp.dokan_string();
-    if args.view.archive_names == Naming::Target {
+    if args.view.archive_names == Some(Naming::Target) {
         log::warn!("--archive-names target: archives whose names contain ':' (feature-qualified targets) cannot be shown on Windows");
     }
 
