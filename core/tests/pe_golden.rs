@@ -73,12 +73,14 @@ fn hostile_pe_inputs_pass_through() {
         let mut s = String::new();
         let _ = coff::inspect(&mut s, &data);
     }
-    // A wrapper pointing outside .hip_fat is transformed, but no bundle is
-    // attributed to it (the view then refuses the binary).
+    // A wrapper pointing outside .hip_fat: the planner attributes no bundle
+    // to it, and the view serves the binary unchanged.
     let mut b = input.clone();
     b[w_off + 8..w_off + 16].copy_from_slice(&pe.image_base.to_le_bytes());
     let p = host::plan(&b, &marker()).map_err(|e| e.to_string()).unwrap();
     assert_eq!(p.wrappers[0].fatbin_offset, None);
+    let id = kpackfs_core::source::SourceId { dev: 0, ino: 0, size: 0, mtime: Default::default(), ctime: Default::default() };
+    assert!(matches!(kpackfs_core::view::FatBinary::analyze(&b, id, "bin/w.dll"), Err(NotTransformed::Refused(_))));
 }
 
 #[test]

@@ -101,6 +101,9 @@ impl FatBinary {
         if plan.wrappers.iter().all(|w| w.already_kpacked) {
             return Err(NotTransformed::Plain);
         }
+        if let Some(w) = plan.wrappers.iter().find(|w| !w.already_kpacked && w.fatbin_offset.is_none()) {
+            return Err(NotTransformed::Refused(format!("wrapper {} does not point into the fat section", w.index)));
+        }
         Ok(FatBinary { id, group, marker, plan, archives: OnceLock::new() })
     }
 

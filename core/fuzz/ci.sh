@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Fuzzing in CI: builds every cargo-fuzz target (libFuzzer + ASan) and runs
+# each for a bounded, short time from the seed corpora, failing on any
+# crash. Long runs happen locally (see README, "Fuzzing").
+# The toolchain is stable: RUSTC_BOOTSTRAP=1 lets it take cargo-fuzz's -Z flags.
+set -euo pipefail
+cd "$(dirname "$0")"
+SECS=${FUZZ_SECS:-20}
+command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
+bash seed.sh
+export RUSTC_BOOTSTRAP=1
+cargo fuzz build -O
+for t in bundle target_id marker kpack elf_plan pe_plan; do
+  cargo fuzz run -O "$t" "corpus/$t" -- -max_total_time="$SECS" -max_len=1048576 -rss_limit_mb=2048 -timeout=10 2>&1 | grep -E "^(Done|==|SUMMARY)|panicked" || true
+  test "${PIPESTATUS[0]}" -eq 0 || { echo "fuzz target $t failed" >&2; exit 1; }
+done
+echo "fuzz smoke: all targets ran ${SECS}s without a crash"
