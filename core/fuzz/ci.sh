@@ -10,8 +10,13 @@ command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 bash seed.sh
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -O
+log=$(mktemp); trap 'rm -f "$log"' EXIT
 for t in bundle target_id marker kpack elf_plan pe_plan; do
-  cargo fuzz run -O "$t" "corpus/$t" -- -max_total_time="$SECS" -max_len=1048576 -rss_limit_mb=2048 -timeout=10 2>&1 | grep -E "^(Done|==|SUMMARY)|panicked" || true
-  test "${PIPESTATUS[0]}" -eq 0 || { echo "fuzz target $t failed" >&2; exit 1; }
+  if ! cargo fuzz run -O "$t" "corpus/$t" -- -max_total_time="$SECS" -max_len=1048576 -rss_limit_mb=2048 -timeout=10 > "$log" 2>&1; then
+    tail -40 "$log" >&2
+    echo "fuzz target $t failed (crash input in core/fuzz/artifacts/$t/)" >&2
+    exit 1
+  fi
+  echo "$t: $(grep -E '^Done' "$log")"
 done
 echo "fuzz smoke: all targets ran ${SECS}s without a crash"
