@@ -1,5 +1,5 @@
-//! A byte-bounded LRU of decoded blobs with compute-once semantics: any
-//! number of concurrent readers of the same missing blob wait for one
+//! A byte-bounded LRU of decoded code objects with compute-once semantics:
+//! any number of concurrent readers of the same missing object wait for one
 //! decode instead of each decoding it.
 
 use std::hash::Hash;
@@ -18,10 +18,10 @@ pub struct CacheStats {
     pub bytes: AtomicU64,
 }
 
-type Slot<E> = Arc<OnceLock<Result<Arc<[u8]>, E>>>;
+type Slot<E> = Arc<OnceLock<Result<Arc<Vec<u8>>, E>>>;
 
 pub struct ByteLru<K: Hash + Eq + Clone, E: Clone> {
-    lru: Mutex<LruCache<K, Arc<[u8]>>>,
+    lru: Mutex<LruCache<K, Arc<Vec<u8>>>>,
     inflight: DashMap<K, Slot<E>>,
     limit: u64,
     pub stats: CacheStats,
@@ -42,14 +42,14 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
         self.limit
     }
 
-    fn lookup(&self, k: &K) -> Option<Arc<[u8]>> {
+    fn lookup(&self, k: &K) -> Option<Arc<Vec<u8>>> {
         let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
         lru.get(k).cloned()
     }
 
     /// Returns the cached value for `k`, or runs `load` once for all
     /// concurrent callers and caches its result (if it fits).
-    pub fn get_or_load(&self, k: &K, load: impl FnOnce() -> Result<Arc<[u8]>, E>) -> Result<Arc<[u8]>, E> {
+    pub fn get_or_load(&self, k: &K, load: impl FnOnce() -> Result<Arc<Vec<u8>>, E>) -> Result<Arc<Vec<u8>>, E> {
         if let Some(v) = self.lookup(k) {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(v);
@@ -80,7 +80,7 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
         result
     }
 
-    fn insert(&self, k: K, v: Arc<[u8]>) {
+    fn insert(&self, k: K, v: Arc<Vec<u8>>) {
         let size = v.len() as u64;
         if size > self.limit {
             return;
@@ -129,18 +129,18 @@ mod tests {
     fn bounded_and_lru() {
         let c: ByteLru<u32, String> = ByteLru::new(100);
         for i in 0..5u32 {
-            c.get_or_load(&i, || Ok(vec![i as u8; 40].into())).unwrap();
+            c.get_or_load(&i, || Ok(Arc::new(vec![i as u8; 40]))).unwrap();
         }
         assert!(c.stats.bytes.load(Ordering::Relaxed) <= 100);
         assert_eq!(c.len(), 2);
         assert_eq!(c.stats.evictions.load(Ordering::Relaxed), 3);
         // Too big to cache: returned, not kept.
-        let big = c.get_or_load(&99, || Ok(vec![0u8; 500].into())).unwrap();
+        let big = c.get_or_load(&99, || Ok(Arc::new(vec![0u8; 500]))).unwrap();
         assert_eq!(big.len(), 500);
         assert_eq!(c.len(), 2);
         // Errors are returned and not cached.
         assert!(c.get_or_load(&7, || Err("boom".to_string())).is_err());
-        assert_eq!(c.get_or_load(&7, || Ok(vec![1].into())).unwrap().len(), 1);
+        assert_eq!(c.get_or_load(&7, || Ok(Arc::new(vec![1]))).unwrap().len(), 1);
     }
 
     #[test]
@@ -155,14 +155,14 @@ mod tests {
                     c.get_or_load(&1, || {
                         calls.fetch_add(1, Ordering::SeqCst);
                         std::thread::sleep(std::time::Duration::from_millis(50));
-                        Ok(vec![5u8; 10].into())
+                        Ok(Arc::new(vec![5u8; 10]))
                     })
                     .unwrap()
                 })
             })
             .collect();
         for t in threads {
-            assert_eq!(&*t.join().unwrap(), &[5u8; 10]);
+            assert_eq!(&t.join().unwrap()[..], &[5u8; 10]);
         }
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }

@@ -211,6 +211,17 @@ pub fn view_config(source: PathBuf, args: &ViewArgs, default_naming: Naming) -> 
     Ok(ViewConfig { source, selection, cache_bytes: args.cache_size, naming: args.archive_names.unwrap_or(default_naming).into() })
 }
 
+/// Writes command output to stdout; a reader that went away (`| head`)
+/// ends the output quietly instead of panicking.
+fn emit(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::runtime(format!("writing output: {e}"))),
+    }
+}
+
 /// A progress line that overwrites the previous one (padding instead of
 /// ANSI escapes, which older Windows consoles print literally).
 fn status_line(s: &str) -> String {
@@ -256,15 +267,13 @@ fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
 
 fn inspect(file: &Path) -> Result<(), Failure> {
     let report = crate::inspect::inspect(file).map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
-    print!("{report}");
-    Ok(())
+    emit(&report)
 }
 
 fn archs(source: Option<&Path>) -> Result<(), Failure> {
     let src = source_dir(source)?;
     let r = crate::archs::archs(&src).map_err(|e| Failure::usage(format!("{}: {e}", src.display())))?;
-    print!("{r}");
-    Ok(())
+    emit(&r.to_string())
 }
 
 /// Short content fingerprint for the resolve table (FNV-1a, not security).
@@ -294,7 +303,9 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
     }
     let mut failed = false;
     let (_, first) = &runs[0];
-    println!("{:<6} {:<5} {:<6} {:<60} {:<44} {:<24} {:>10}  fnv64", "wrapper", "magic", "co", "archive", "key", "arch", "bytes");
+    let mut text = String::new();
+    use std::fmt::Write as _;
+    let _ = writeln!(text, "{:<6} {:<5} {:<6} {:<60} {:<44} {:<24} {:>10}  fnv64", "wrapper", "magic", "co", "archive", "key", "arch", "bytes");
     for (i, w) in first.iter().enumerate() {
         let magic = match w.kind {
             WrapperKind::Fat => "HIPF",
@@ -304,7 +315,7 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
         match &w.result {
             Ok(r) => {
                 let archive = r.archive.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "(fat bundle)".into());
-                println!("{:<6} {:<5} {:<6} {:<60} {:<44} {:<24} {:>10}  {}", w.index, magic, w.co_index, archive, r.key, r.arch, r.bytes.len(), short_hash(&r.bytes));
+                let _ = writeln!(text, "{:<6} {:<5} {:<6} {:<60} {:<44} {:<24} {:>10}  {}", w.index, magic, w.co_index, archive, r.key, r.arch, r.bytes.len(), short_hash(&r.bytes));
                 if let Some(dir) = &args.out {
                     let p = dir.join(format!("{}.co", w.index));
                     std::fs::write(&p, &r.bytes).map_err(|e| Failure::runtime(format!("{}: {e}", p.display())))?;
@@ -312,7 +323,7 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
             }
             Err(e) => {
                 failed = true;
-                println!("{:<6} {:<5} {:<6} {e}", w.index, magic, w.co_index);
+                let _ = writeln!(text, "{:<6} {:<5} {:<6} {e}", w.index, magic, w.co_index);
             }
         }
         for (g, other) in &runs[1..] {
@@ -328,10 +339,11 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
                     Some(Err(e)) => e.to_string(),
                     None => "missing".into(),
                 };
-                println!("       {g:?} loader disagrees: {desc}");
+                let _ = writeln!(text, "       {g:?} loader disagrees: {desc}");
             }
         }
     }
+    emit(&text)?;
     if failed {
         return Err(Failure::runtime("not every wrapper resolved (identically with every loader)"));
     }

@@ -45,18 +45,21 @@ impl BlobRef {
     }
 }
 
-/// Supplies decoded blobs; the view implements it with a shared LRU so each
-/// blob is decoded once, tests use [`Uncached`].
+/// Supplies ranges of decoded blobs — in practice one code object each
+/// (one extent of an archive layout). The view caches them in a shared LRU,
+/// so a sequentially read archive decodes each object once and the cache
+/// holds only objects the view serves, not whole multi-target bundles;
+/// tests use [`Uncached`].
 pub trait BlobStore: Send + Sync {
-    fn decoded(&self, src: &dyn ReadAt, blob: &BlobRef) -> Result<Arc<[u8]>, LayoutError>;
+    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError>;
 }
 
 /// Decodes on every request (tests, one-shot tools).
 pub struct Uncached;
 
 impl BlobStore for Uncached {
-    fn decoded(&self, src: &dyn ReadAt, blob: &BlobRef) -> Result<Arc<[u8]>, LayoutError> {
-        Ok(ccob::decode(src, blob.at, blob.len, &blob.header)?.into())
+    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+        Ok(Arc::new(ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len)?))
     }
 }
 
@@ -252,8 +255,9 @@ impl Layout {
                 }
                 Piece::Zeros => out.fill(0),
                 Piece::Blob { blob, offset: bo } => {
-                    let d = blobs.decoded(src, blob)?;
-                    let s = (bo + within) as usize;
+                    // The whole extent (one code object) is the unit decoded and cached.
+                    let d = blobs.object(src, blob, *bo, e.len)?;
+                    let s = within as usize;
                     let slice = d.get(s..s + n).ok_or_else(|| {
                         LayoutError::Decode(BundleError::Ccob { at: blob.at, what: "decoded blob shorter than planned".into() })
                     })?;
@@ -264,6 +268,23 @@ impl Layout {
             i += 1;
         }
         Ok(done)
+    }
+
+    /// Source extents after the one holding `pos` that start within
+    /// `window` bytes of it, as (layout start, source offset, length): what a
+    /// sequential reader needs next (an archive is a chain of scattered
+    /// source ranges).
+    pub fn source_extents_after(&self, pos: u64, window: u64) -> Vec<(u64, u64, u64)> {
+        let mut out = Vec::new();
+        for e in self.extents.iter().skip(self.find(pos) + 1) {
+            if e.start >= pos.saturating_add(window) {
+                break;
+            }
+            if let Piece::Source { offset } = e.piece {
+                out.push((e.start, offset, e.len));
+            }
+        }
+        out
     }
 
     /// Reads the whole layout (tests and small files only).

@@ -66,6 +66,25 @@ fn fuse_attr(a: &Attr) -> FileAttr {
     }
 }
 
+/// Lifetime of the kernel's negative entries.
+const NEGATIVE_TTL: Duration = Duration::from_secs(5);
+
+fn negative_attr() -> Attr {
+    Attr {
+        ino: 0,
+        kind: NodeType::File,
+        origin: view::Origin::Passthrough,
+        size: 0,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        atime: Time::default(),
+        mtime: Time::default(),
+        ctime: Time::default(),
+    }
+}
+
 /// An open regular file.
 struct Handle {
     file: OpenFile,
@@ -176,6 +195,16 @@ impl Filesystem for KpackFs {
                     self.watch(a.ino);
                 }
                 reply.entry_with_ttls(&self.ttl, &self.ttl, &fuse_attr(&a), Generation(0))
+            }
+            // A negative entry (node 0) lets the kernel answer repeated
+            // probes of missing names itself — the loader probes several
+            // archive names per wrapper. Short-lived: a synthesized archive
+            // can appear when its binary changes, with no source event for
+            // its own name.
+            Err(e) if e.errno() == libc::ENOENT => {
+                let mut neg = fuse_attr(&negative_attr());
+                neg.ino = INodeNo(0);
+                reply.entry_with_ttls(&self.ttl.min(NEGATIVE_TTL), &self.ttl.min(NEGATIVE_TTL), &neg, Generation(0))
             }
             Err(e) => reply.error(errno(&e)),
         }

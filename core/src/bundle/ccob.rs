@@ -219,6 +219,38 @@ pub fn decode(src: &dyn ReadAt, at: u64, len: u64, h: &CcobHeader) -> Result<Vec
     Ok(out)
 }
 
+/// Decodes `[offset, offset+n)` of the CCOB's content, streaming: nothing
+/// before `offset` is kept, so memory is the requested range plus the
+/// decoder's window.
+pub fn decode_range(src: &dyn ReadAt, at: u64, len: u64, h: &CcobHeader, offset: u64, n: u64) -> Result<Vec<u8>, BundleError> {
+    check_ratio(at, h, len)?;
+    let end = offset.checked_add(n).filter(|e| *e <= h.uncompressed_size).ok_or_else(|| err(at, "range outside the decoded content"))?;
+    let mut out = RangeWriter { skip: offset, buf: Vec::with_capacity(n as usize) };
+    decode_into(src, at, len, h, &mut out, end)?;
+    if out.buf.len() as u64 != n {
+        return Err(err(at, "decoded content shorter than its header says"));
+    }
+    Ok(out.buf)
+}
+
+/// Discards the first `skip` bytes written, keeps the rest.
+struct RangeWriter {
+    skip: u64,
+    buf: Vec<u8>,
+}
+
+impl io::Write for RangeWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let drop = (self.skip.min(data.len() as u64)) as usize;
+        self.skip -= drop as u64;
+        self.buf.extend_from_slice(&data[drop..]);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Decodes only the first `n` bytes (enough for the inner bundle header).
 pub fn decode_prefix(src: &dyn ReadAt, at: u64, len: u64, h: &CcobHeader, n: u64) -> Result<Vec<u8>, BundleError> {
     let mut out = Vec::with_capacity(n.min(h.uncompressed_size) as usize);

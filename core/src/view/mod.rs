@@ -295,7 +295,39 @@ fn node_id(n: &Node) -> Option<SourceId> {
 /// is cheap to rebuild, and this bounds memory over a changing tree.
 const MAX_PLANS: usize = 1 << 16;
 
-type BlobCache = ByteLru<(SourceId, u64), String>;
+/// How far ahead (in served bytes) a sequential reader's next source
+/// extents are prefetched (an archive's code objects are ~1-2 MB each).
+const PREFETCH_WINDOW: u64 = 4 << 20;
+
+/// Decodes of compressed bundles running at once: each holds an object
+/// buffer and a zstd window outside the cache budget, so their number is
+/// bounded instead of growing with the worker threads.
+const DECODE_SLOTS: usize = 2;
+
+/// A counting semaphore for [`DECODE_SLOTS`].
+#[derive(Default)]
+struct Slots {
+    used: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Slots {
+    fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *used >= DECODE_SLOTS {
+            used = self.freed.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += 1;
+        drop(used);
+        let r = f();
+        *self.used.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        self.freed.notify_one();
+        r
+    }
+}
+
+/// Decoded code objects by (source version, CCOB offset, range).
+type BlobCache = ByteLru<(SourceId, u64, u64, u64), String>;
 
 /// The view over one source tree for one selection.
 pub struct View {
@@ -308,6 +340,7 @@ pub struct View {
     probes: DashMap<SourceId, bool>,
     listings: DashMap<PathBuf, Arc<Listing>>,
     blobs: Arc<BlobCache>,
+    slots: Arc<Slots>,
     stats: Arc<Stats>,
 }
 
@@ -358,6 +391,7 @@ impl View {
         }
         Ok(View {
             blobs: Arc::new(ByteLru::new(cfg.cache_bytes)),
+            slots: Arc::new(Slots::default()),
             cfg,
             tree,
             inodes: Inodes::new(),
@@ -776,7 +810,18 @@ impl View {
             // Changed between planning and opening.
             return Err(Error::Changed(bin_rel.display().to_string()));
         }
-        Ok(OpenFile { content, file, id: fst.id(), attr, blobs: self.blobs.clone(), stats: self.stats.clone(), path: rel.to_path_buf() })
+        Ok(OpenFile {
+            content,
+            file,
+            id: fst.id(),
+            attr,
+            last_end: AtomicU64::new(u64::MAX),
+            prefetched: AtomicU64::new(0),
+            blobs: self.blobs.clone(),
+            slots: self.slots.clone(),
+            stats: self.stats.clone(),
+            path: rel.to_path_buf(),
+        })
     }
 
     pub fn statfs(&self) -> Result<FsStats> {
@@ -812,14 +857,17 @@ enum Content {
 /// Decoded blobs of one source identity, through the shared LRU.
 struct Blobs<'a> {
     cache: &'a BlobCache,
+    slots: &'a Slots,
     id: SourceId,
 }
 
 impl BlobStore for Blobs<'_> {
-    fn decoded(&self, src: &dyn ReadAt, blob: &BlobRef) -> std::result::Result<Arc<[u8]>, LayoutError> {
+    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> std::result::Result<Arc<Vec<u8>>, LayoutError> {
         self.cache
-            .get_or_load(&(self.id, blob.at), || {
-                crate::bundle::ccob::decode(src, blob.at, blob.len, &blob.header).map(Into::into).map_err(|e| e.to_string())
+            .get_or_load(&(self.id, blob.at, offset, len), || {
+                self.slots.run(|| crate::bundle::ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len))
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
             })
             .map_err(LayoutError::Shared)
     }
@@ -827,10 +875,15 @@ impl BlobStore for Blobs<'_> {
 
 /// An open file of the view. Reads are positional and may run concurrently.
 pub struct OpenFile {
+    slots: Arc<Slots>,
     content: Content,
     file: File,
     id: SourceId,
     attr: Attr,
+    /// Where the previous read ended (sequential-access detection).
+    last_end: AtomicU64,
+    /// Layout position up to which source extents were prefetched.
+    prefetched: AtomicU64,
     blobs: Arc<BlobCache>,
     stats: Arc<Stats>,
     path: PathBuf,
@@ -888,13 +941,26 @@ impl OpenFile {
     /// Fails with [`Error::Changed`] rather than serve bytes of a source
     /// that changed under the plan.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let store = Blobs { cache: &self.blobs, id: self.id };
+        let store = Blobs { cache: &self.blobs, slots: &self.slots, id: self.id };
         let r = self.layout().read_at(offset, buf, &self.file, &store);
         let still = source::fstat_file(&self.file).map(|s| s.id() == self.id).unwrap_or(false);
         if !still {
             return Err(Error::Changed(self.path.display().to_string()));
         }
         let n = r?;
+        // A sequential reader of an archive walks scattered source ranges:
+        // start the disk on the next ones before it asks.
+        let end = offset + n as u64;
+        // Each upcoming extent is prefetched whole, once.
+        if self.last_end.swap(end, Ordering::Relaxed) == offset && n > 0 {
+            let done = self.prefetched.load(Ordering::Relaxed);
+            for (start, at, len) in self.layout().source_extents_after(end, PREFETCH_WINDOW) {
+                if start >= done {
+                    self.file.prefetch(at, len);
+                    self.prefetched.fetch_max(start + len, Ordering::Relaxed);
+                }
+            }
+        }
         self.stats.reads.fetch_add(1, Ordering::Relaxed);
         self.stats.bytes_served.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
@@ -902,6 +968,6 @@ impl OpenFile {
 
     /// Decoded-blob access for external copy loops.
     pub fn blob_store(&self) -> impl BlobStore + '_ {
-        Blobs { cache: &self.blobs, id: self.id }
+        Blobs { cache: &self.blobs, slots: &self.slots, id: self.id }
     }
 }
