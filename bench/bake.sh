@@ -3,14 +3,20 @@
 # cold and warm page cache, wall time and peak RSS, against the reference
 # tool's figures for the same job on this machine kind (237 s, 3.9 GB) and a
 # `cp` of the same library measured in the same run.
-# Usage: bash bench/bake.sh [TARGET]   (root: drops the page cache)
+# Usage: bash bench/bake.sh [TARGET]   (root: drops the page cache; env KPACKFS=binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=${1:-gfx90a:xnack-}
 LIB=/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1
 [ -f "$LIB" ] || { [ "$(id -u)" -eq 0 ] && apt-get install -y -qq librocsparse0 >/dev/null; }
-cargo build --release --locked -q -p kpackfs
-K=$PWD/target/release/kpackfs
+# KPACKFS=/path/to/kpackfs: measure that binary instead of building one
+# (bench/run.sh passes its snapshot, so a rebuild mid-run cannot change it).
+if [ -n "${KPACKFS:-}" ]; then
+  K=$KPACKFS
+else
+  cargo build --release --locked -q -p kpackfs
+  K=$PWD/target/release/kpackfs
+fi
 W=$(mktemp -d /tmp/kpackfs-bench-bake.XXXXXX); trap 'rm -rf "$W"' EXIT
 mkdir -p "$W/src/lib"
 ln "$LIB" "$W/src/lib/" 2>/dev/null || cp "$LIB" "$W/src/lib/"
