@@ -202,7 +202,7 @@ fn write_all_at(f: &File, mut buf: &[u8], mut off: u64) -> io::Result<()> {
 }
 
 /// Writes the content of `f` to `dst`.
-fn write_file(f: &OpenFile, dst: &File) -> Result<u64, view::Error> {
+pub(crate) fn write_file(f: &OpenFile, dst: &File) -> Result<u64, view::Error> {
     let layout = f.layout();
     let mut buf = Vec::new();
     for e in layout.extents() {

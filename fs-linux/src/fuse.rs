@@ -89,7 +89,14 @@ fn negative_attr() -> Attr {
 struct Handle {
     file: OpenFile,
     /// Keeps the kernel's passthrough backing alive until release.
-    _backing: Option<Arc<BackingId>>,
+    backing: Option<Arc<BackingId>>,
+}
+
+/// How each inode's open handles are served (see `KpackFs::backing`).
+#[derive(Default)]
+struct IoModes {
+    backing: HashMap<u64, Weak<BackingId>>,
+    cached: HashMap<u64, usize>,
 }
 
 /// A directory snapshot taken at opendir, so offsets stay valid.
@@ -105,9 +112,14 @@ pub struct KpackFs {
     next_fh: AtomicU64,
     files: DashMap<u64, Handle>,
     dirs: DashMap<u64, DirHandle>,
-    /// One backing id per inode while any handle of it is open (the kernel
+    /// Per inode: its backing id while passthrough handles are open, and
+    /// the number of open handles served through the page cache. The kernel
+    /// refuses to mix the two modes on one inode (a file may become
+    /// passthrough-able mid-life, when its local copy is ready), so the
+    /// choice is made under this lock. (The kernel also rejects a second,
+    /// different backing id for an inode.)
     /// rejects a second, different one).
-    backing: Mutex<HashMap<u64, Weak<BackingId>>>,
+    backing: Mutex<IoModes>,
     watcher: Option<Arc<crate::watch::Watcher>>,
 }
 
@@ -125,7 +137,7 @@ impl KpackFs {
             next_fh: AtomicU64::new(1),
             files: DashMap::new(),
             dirs: DashMap::new(),
-            backing: Mutex::new(HashMap::new()),
+            backing: Mutex::new(IoModes::default()),
             watcher,
         }
     }
@@ -141,24 +153,32 @@ impl KpackFs {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// A shared backing id for `ino`, created from `f` if none is live.
-    fn backing_for(&self, reply: &ReplyOpen, ino: u64, f: &std::fs::File) -> Option<Arc<BackingId>> {
-        let mut map = self.backing.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(id) = map.get(&ino).and_then(Weak::upgrade) {
+    /// Chooses how an open is served: `Some(backing)` for kernel
+    /// passthrough (reusing a live backing id of the inode), `None` for the
+    /// page cache, which is then counted until release.
+    fn io_mode(&self, reply: &ReplyOpen, ino: u64, file: &OpenFile) -> Option<Arc<BackingId>> {
+        let mut m = self.backing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(id) = m.backing.get(&ino).and_then(Weak::upgrade) {
             return Some(id);
         }
-        match reply.open_backing(f) {
-            Ok(id) => {
-                let id = Arc::new(id);
-                map.insert(ino, Arc::downgrade(&id));
-                Some(id)
-            }
-            Err(e) => {
-                log::info!("kernel passthrough unavailable ({e}); serving unchanged files through the daemon");
-                self.passthrough.store(false, Ordering::Relaxed);
-                None
+        let cached = m.cached.get(&ino).copied().unwrap_or(0);
+        if self.passthrough.load(Ordering::Relaxed) && cached == 0 {
+            if let Some(f) = file.passthrough_file() {
+                match reply.open_backing(f) {
+                    Ok(id) => {
+                        let id = Arc::new(id);
+                        m.backing.insert(ino, Arc::downgrade(&id));
+                        return Some(id);
+                    }
+                    Err(e) => {
+                        log::info!("kernel passthrough unavailable ({e}); serving every file through the daemon");
+                        self.passthrough.store(false, Ordering::Relaxed);
+                    }
+                }
             }
         }
+        *m.cached.entry(ino).or_insert(0) += 1;
+        None
     }
 }
 
@@ -236,22 +256,20 @@ impl Filesystem for KpackFs {
             Ok(f) => f,
             Err(e) => return reply.error(errno(&e)),
         };
-        // Cached pages stay valid: a changed source file gets a new inode.
-        let flags = FopenFlags::FOPEN_KEEP_CACHE;
         let fh = self.fh();
-        if self.passthrough.load(Ordering::Relaxed) {
-            if let Some(src) = file.passthrough_file() {
-                if let Some(id) = self.backing_for(&reply, ino.0, src) {
-                    // The kernel accepts only passthrough-compatible open
-                    // flags here (no KEEP_CACHE: it caches nothing itself).
-                    reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id);
-                    self.files.insert(fh, Handle { file, _backing: Some(id) });
-                    return;
-                }
+        match self.io_mode(&reply, ino.0, &file) {
+            Some(id) => {
+                // The kernel accepts only passthrough-compatible open flags
+                // here (no KEEP_CACHE: it caches nothing itself).
+                reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id);
+                self.files.insert(fh, Handle { file, backing: Some(id) });
+            }
+            None => {
+                self.files.insert(fh, Handle { file, backing: None });
+                // Cached pages stay valid: a changed source file gets a new inode.
+                reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE);
             }
         }
-        self.files.insert(fh, Handle { file, _backing: None });
-        reply.opened(FileHandle(fh), flags);
     }
 
     fn read(
@@ -286,14 +304,27 @@ impl Filesystem for KpackFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.files.remove(&fh.0);
+        if let Some((_, h)) = self.files.remove(&fh.0) {
+            let mut m = self.backing.lock().unwrap_or_else(|p| p.into_inner());
+            if h.backing.is_none() {
+                if let Some(n) = m.cached.get_mut(&ino.0) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        m.cached.remove(&ino.0);
+                    }
+                }
+            }
+            // Dropping the handle (under the lock) may close the backing id.
+            drop(h);
+            m.backing.retain(|_, w| w.strong_count() > 0);
+        }
         reply.ok();
     }
 

@@ -62,6 +62,7 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
                 })
             }
             "log_file" => args.log_file = Some(PathBuf::from(need(k, v)?)),
+            "materialize" => args.materialize = Some(PathBuf::from(need(k, v)?)),
             // Generic options mount(8)/mount.fuse3/systemd pass along: the
             // view is always read-only, nodev, nosuid.
             "ro" | "rw" | "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "atime" | "noatime" | "relatime" | "auto" | "noauto"
@@ -210,7 +211,14 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     // between mounting and the handler thread's start.
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])
         .map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
-    let view = Arc::new(View::new(cfg).map_err(|e| Failure::usage(format!("source {}: {e}", src.display())))?);
+    let mut view = View::new(cfg).map_err(|e| Failure::usage(format!("source {}: {e}", src.display())))?;
+    if let Some(dir) = &args.materialize {
+        if dir.starts_with(&mnt) {
+            return Err(Failure::usage(format!("--materialize {} lies inside the mountpoint", dir.display())));
+        }
+        view = view.with_materialize_dir(dir).map_err(|e| Failure::usage(format!("--materialize {}: {e}", dir.display())))?;
+    }
+    let view = Arc::new(view);
     let watcher = match crate::watch::Watcher::new(&src) {
         Ok(w) => Some(w),
         Err(e) => {

@@ -236,3 +236,37 @@ fn statfs_reports_the_source_filesystem() {
     assert!(s.f_blocks > 0 && s.f_namemax >= 255);
     assert_eq!(s.f_bavail, 0, "a read-only view has no free space");
 }
+
+#[test]
+fn materialized_copies_are_served_by_the_kernel_and_identical() {
+    require_root();
+    let cache = tempdir();
+    let dir = cache.path().join("copies");
+    let m = Mount::new(Some(&demo()), "gfx90a", &["--materialize", dir.to_str().unwrap()]);
+    let baked = bake(&demo(), "gfx90a", &[]);
+    let files = ["lib/libdemo.so.1.0", "lib/.kpack/libdemo.so.1.0_gfx90a:xnack-.kpack", "bin/demo_app"];
+    // A handle kept open in page-cache mode must keep working while the
+    // file's copy appears (the kernel forbids mixing modes on one inode).
+    let held = fs::File::open(m.path(files[0])).unwrap();
+    for f in files {
+        assert_eq!(fs::read(m.path(f)).unwrap(), fs::read(baked.path().join("out").join(f)).unwrap(), "{f}");
+    }
+    let copies = || fs::read_dir(&dir).map(|d| d.filter(|e| !e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.')).count()).unwrap_or(0);
+    let start = std::time::Instant::now();
+    while copies() < files.len() && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(copies(), files.len());
+    drop(held);
+    let reads = || -> u64 {
+        let out = Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())").arg(&m.mnt).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("reads ").and_then(|v| v.trim().parse().ok())).unwrap()
+    };
+    let _ = fs::write("/proc/sys/vm/drop_caches", "3");
+    let before = reads();
+    for f in files {
+        assert_eq!(fs::read(m.path(f)).unwrap(), fs::read(baked.path().join("out").join(f)).unwrap(), "{f} (from its copy)");
+    }
+    assert_eq!(reads(), before, "reads reached the daemon although the copies exist");
+    assert_same_tree(&snapshot(&m.mnt), &snapshot(&baked.path().join("out")), "materialized mount vs bake");
+}

@@ -304,6 +304,86 @@ const PREFETCH_WINDOW: u64 = 4 << 20;
 /// bounded instead of growing with the worker threads.
 const DECODE_SLOTS: usize = 2;
 
+/// Background writer of local copies (see [`View::with_materialize_dir`]).
+struct Materializer {
+    dir: PathBuf,
+    /// Keys being written (a failed copy is released and retried later).
+    busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    jobs: std::sync::Mutex<std::sync::mpsc::Sender<(String, OpenFile)>>,
+}
+
+impl Materializer {
+    fn new(dir: &Path) -> Result<Materializer> {
+        std::fs::create_dir_all(dir)?;
+        // Copies carry whatever the source's permissions protected: keep
+        // them to the daemon's user.
+        #[cfg(unix)]
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        let (tx, rx) = std::sync::mpsc::channel::<(String, OpenFile)>();
+        let busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
+        let (wdir, wbusy) = (dir.to_path_buf(), busy.clone());
+        // One writer: copies never compete with each other for the disk.
+        std::thread::Builder::new().name("kpackfs-materialize".into()).spawn(move || {
+            for (key, of) in rx {
+                let tmp = wdir.join(format!(".tmp-{key}"));
+                let r = File::create(&tmp)
+                    .map_err(Error::from)
+                    .and_then(|f| crate::bake::write_file(&of, &f).map(|_| f))
+                    .and_then(|f| f.sync_all().map_err(Error::from))
+                    .and_then(|()| std::fs::rename(&tmp, wdir.join(&key)).map_err(Error::from));
+                match r {
+                    Ok(()) => log::debug!("{}: local copy ready", of.path.display()),
+                    Err(e) => {
+                        log::warn!("{}: local copy failed: {e}", of.path.display());
+                        let _ = std::fs::remove_file(&tmp);
+                    }
+                }
+                wbusy.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+            }
+        })?;
+        Ok(Materializer { dir: dir.to_path_buf(), busy, jobs: std::sync::Mutex::new(tx) })
+    }
+
+    /// File name of the copy of `rel` as planned from source version `st`.
+    fn key(rel: &Path, st: &SourceStat, cfg: &ViewConfig) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |b: &[u8]| {
+            for &x in b {
+                h = (h ^ x as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        };
+        feed(rel.as_os_str().as_encoded_bytes());
+        for v in [st.dev, st.ino, st.size, st.mtime.sec as u64, st.mtime.nsec as u64, st.ctime.sec as u64, st.ctime.nsec as u64] {
+            feed(&v.to_le_bytes());
+        }
+        feed(cfg.selection.to_string().as_bytes());
+        feed(format!("{:?}", cfg.naming).as_bytes());
+        let name: String = rel.file_name().map(|n| n.to_string_lossy().chars().filter(|c| c.is_ascii_alphanumeric() || ".-_".contains(*c)).take(64).collect()).unwrap_or_default();
+        format!("{h:016x}-{name}")
+    }
+
+    fn existing(&self, key: &str, len: u64) -> Option<File> {
+        let f = File::open(self.dir.join(key)).ok()?;
+        (f.metadata().ok()?.len() == len).then_some(f)
+    }
+
+    /// Claims `key` for writing; false if a copy is already being written.
+    fn claim(&self, key: &str) -> bool {
+        self.busy.lock().unwrap_or_else(|p| p.into_inner()).insert(key.to_string())
+    }
+
+    fn release(&self, key: &str) {
+        self.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+
+    fn submit(&self, key: String, of: OpenFile) {
+        let sent = self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send((key.clone(), of));
+        if sent.is_err() {
+            self.release(&key);
+        }
+    }
+}
+
 /// A counting semaphore for [`DECODE_SLOTS`].
 #[derive(Default)]
 struct Slots {
@@ -342,6 +422,7 @@ pub struct View {
     blobs: Arc<BlobCache>,
     slots: Arc<Slots>,
     stats: Arc<Stats>,
+    materializer: Option<Arc<Materializer>>,
 }
 
 fn rel_str(p: &Path) -> String {
@@ -392,6 +473,7 @@ impl View {
         Ok(View {
             blobs: Arc::new(ByteLru::new(cfg.cache_bytes)),
             slots: Arc::new(Slots::default()),
+            materializer: None,
             cfg,
             tree,
             inodes: Inodes::new(),
@@ -810,18 +892,47 @@ impl View {
             // Changed between planning and opening.
             return Err(Error::Changed(bin_rel.display().to_string()));
         }
-        Ok(OpenFile {
+        let make = |content: Content, file: File| OpenFile {
             content,
             file,
             id: fst.id(),
-            attr,
+            attr: attr.clone(),
             last_end: AtomicU64::new(u64::MAX),
             prefetched: AtomicU64::new(0),
             blobs: self.blobs.clone(),
             slots: self.slots.clone(),
             stats: self.stats.clone(),
             path: rel.to_path_buf(),
-        })
+            materialized: None,
+        };
+        let mut of = make(content.clone(), file);
+        if let (Some(m), false) = (&self.materializer, matches!(of.content, Content::Pass(_))) {
+            let key = Materializer::key(rel, &fst, &self.cfg);
+            match m.existing(&key, of.len()) {
+                Some(copy) => of.materialized = Some(copy),
+                None if m.claim(&key) => {
+                    // The copy is written from a second handle, in the background.
+                    match self.tree.open_file(&bin_rel) {
+                        Ok((f2, st2)) if st2.id() == fst.id() => m.submit(key, make(content, f2)),
+                        _ => m.release(&key),
+                    }
+                }
+                None => {}
+            }
+        }
+        Ok(of)
+    }
+
+    /// Keeps local copies of served synthesized files (transformed
+    /// binaries, archives) in `dir`, so later opens are served by the kernel
+    /// (FUSE passthrough) from a local file at native page-cache speed —
+    /// the kernel's FUSE page cache uses small folios, which caps warm reads
+    /// of files the daemon serves itself. Copies are written in the
+    /// background on first open and keyed by source version, path and
+    /// selection, so a changed source never reuses a stale copy.
+    pub fn with_materialize_dir(mut self, dir: &Path) -> Result<View> {
+        self.materializer = Some(Arc::new(Materializer::new(dir)?));
+        Ok(self)
     }
 
     pub fn statfs(&self) -> Result<FsStats> {
@@ -848,6 +959,7 @@ impl View {
     }
 }
 
+#[derive(Clone)]
 enum Content {
     Pass(Layout),
     Binary(Arc<FatBinary>),
@@ -876,6 +988,8 @@ impl BlobStore for Blobs<'_> {
 /// An open file of the view. Reads are positional and may run concurrently.
 pub struct OpenFile {
     slots: Arc<Slots>,
+    /// A complete local copy of this content, if one exists.
+    materialized: Option<File>,
     content: Content,
     file: File,
     id: SourceId,
@@ -929,7 +1043,10 @@ impl OpenFile {
     /// The source file itself when the content is served unchanged (for
     /// kernel passthrough).
     pub fn passthrough_file(&self) -> Option<&File> {
-        matches!(self.content, Content::Pass(_)).then_some(&self.file)
+        match self.content {
+            Content::Pass(_) => Some(&self.file),
+            _ => self.materialized.as_ref(),
+        }
     }
 
     /// The source file the layout's source extents refer to.
