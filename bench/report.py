@@ -101,6 +101,12 @@ def main():
                 elif b == "direct":
                     tgt, met = "≥ 0.90", ok(r is not None and r >= 0.90)
                 row("3", f"seq. read {label}, {c}", kk, "MB/s", b, bb, tgt, met)
+            km = med(f"f3.{c}.{it}.materialized.mbps")
+            bd = med(f"f3.{c}.{it}.direct.mbps")
+            if km is not None and bd:
+                r = km / bd
+                tgt, met = ("≥ 0.80", ok(r >= 0.80)) if it in ("transformed", "archive") else ("—", None)
+                row("3", f"seq. read {label}, {c}, mount --materialize", km, "MB/s", "direct", bd, tgt, met)
             if c == "cold" and it == "archive":
                 for key, bl in (("direct_ranges_ahead0", "direct, the archive's own source ranges"),
                                 ("direct_ranges_ahead1", "same + fadvise(WILLNEED) of the next range")):

@@ -207,6 +207,15 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         return detach();
     }
 
+    // Large transient buffers (decoded code objects) go straight to mmap and
+    // back to the system when freed: glibc would otherwise keep them in its
+    // arenas and the daemon's RSS would grow past its cache budget.
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only adjusts allocator tunables; called before any
+    // worker thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
     // Catch signals before the mount exists, so none can kill the daemon
     // between mounting and the handler thread's start.
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])
