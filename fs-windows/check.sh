@@ -22,20 +22,7 @@ start=$(date +%s)
 step() { echo "== fs-windows/check.sh: $* [$(($(date +%s) - start))s]"; }
 
 step "prerequisites"
-pkgs=(gcc-mingw-w64-x86-64 wine wine64)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "fs-windows/check.sh: please install (as root): apt-get install --no-install-recommends ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "fs-windows/check.sh: installing ${missing[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash .ci/apt-need.sh fs-windows/check.sh gcc-mingw-w64-x86-64 wine wine64
 rustup target list --installed | grep -qx "$target" || rustup target add "$target"
 
 step "wine prefix"

@@ -6,14 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MNT=${1:-/tmp/kpackfs-demo}
 ARCH=${2:-gfx90a:xnack-}
-missing=()
-for p in libzstd-dev pkg-config fuse3 gcc; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  [ "$(id -u)" -eq 0 ] || { echo "please install: apt-get install ${missing[*]}" >&2; exit 1; }
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash .ci/apt-need.sh test_assets/demo.sh libzstd-dev pkg-config fuse3 gcc
 cargo build --release --locked -q -p kpackfs
 K=$PWD/target/release/kpackfs
 if mountpoint -q "$MNT" 2>/dev/null; then umount "$MNT"; fi
