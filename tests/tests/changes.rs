@@ -295,3 +295,54 @@ fn source_inode_numbers_are_not_leaked_but_stable() {
     assert_eq!(a, b);
     let _: PathBuf = m.mnt.clone();
 }
+
+#[test]
+fn materialized_copies_follow_source_changes_and_orphans_are_removed() {
+    require_root();
+    let src = tempdir();
+    let root = src.path();
+    copy_assets(root, &["libtwo.so"]);
+    let cache = tempdir();
+    let dir = cache.path().join("copies");
+    fs::create_dir_all(&dir).unwrap();
+    // A partial copy of a daemon that no longer exists (pids never reach
+    // 2^31) is removed at mount; one of a live process (this test) is kept.
+    let orphan = dir.join(".tmp-2147483646-0000000000000000-0000000000000000-x");
+    let live = dir.join(format!(".tmp-{}-0000000000000000-0000000000000000-y", std::process::id()));
+    fs::write(&orphan, b"partial").unwrap();
+    fs::write(&live, b"partial").unwrap();
+    let arch = "gfx90a";
+    let m = Mount::new(Some(root), arch, &["--materialize", dir.to_str().unwrap()]);
+    assert!(!orphan.exists(), "partial copy of a dead daemon kept");
+    assert!(live.exists(), "partial copy of a live process removed");
+    fs::remove_file(&live).unwrap();
+
+    let copies = || -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_str().is_some_and(|n| !n.starts_with('.') && n.ends_with("-libtwo.so")))
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), fs::read(e.path()).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let two = m.path("lib/libtwo.so");
+    let old = transformed("libtwo.so", "libtwo.so", arch);
+    assert_eq!(fs::read(&two).unwrap(), old);
+    assert!(eventually(10, || copies().len() == 1), "no local copy written");
+    let first = copies();
+    assert!(first[0].1 == old, "local copy differs from the view");
+
+    // A new source version: its copy replaces the old one, not beside it.
+    fs::copy(assets().join("bin/libmulti.so"), root.join("lib/.new")).unwrap();
+    fs::rename(root.join("lib/.new"), root.join("lib/libtwo.so")).unwrap();
+    let new = transformed("libmulti.so", "libtwo.so", arch);
+    assert!(eventually(5, || fs::read(&two).map(|b| b == new).unwrap_or(false)), "renamed-over file not served anew");
+    assert!(eventually(10, || { let c = copies(); c.len() == 1 && c[0].0 != first[0].0 }), "copy of the old version not replaced: {:?}", copies().iter().map(|c| &c.0).collect::<Vec<_>>());
+    let c = copies();
+    assert!(c[0].1 == new, "local copy of the new version differs from the view ({} vs {} bytes)", c[0].1.len(), new.len());
+    // The slot (first 16 hex digits) is the same file; the version differs.
+    assert_eq!(first[0].0[..16], c[0].0[..16], "{:?} {:?}", first[0].0, c[0].0);
+    assert!(fs::read(&two).unwrap() == new, "view changed after the copy");
+}

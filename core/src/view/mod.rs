@@ -304,6 +304,25 @@ const PREFETCH_WINDOW: u64 = 4 << 20;
 /// bounded instead of growing with the worker threads.
 const DECODE_SLOTS: usize = 2;
 
+/// Name prefix of a local copy being written: `.tmp-PID-KEY`.
+const TMP_PREFIX: &str = ".tmp-";
+
+/// Whether process `pid` exists (where that cannot be told, assume it does,
+/// so nothing another daemon is writing is ever deleted).
+fn process_alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        Path::new("/proc").join(pid.to_string()).exists()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        true
+    }
+}
+
 /// Background writer of local copies (see [`View::with_materialize_dir`]).
 struct Materializer {
     dir: PathBuf,
@@ -319,20 +338,24 @@ impl Materializer {
         // them to the daemon's user.
         #[cfg(unix)]
         std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        Self::remove_orphans(dir);
         let (tx, rx) = std::sync::mpsc::channel::<(String, OpenFile)>();
         let busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
         let (wdir, wbusy) = (dir.to_path_buf(), busy.clone());
         // One writer: copies never compete with each other for the disk.
         std::thread::Builder::new().name("kpackfs-materialize".into()).spawn(move || {
             for (key, of) in rx {
-                let tmp = wdir.join(format!(".tmp-{key}"));
+                let tmp = wdir.join(format!("{TMP_PREFIX}{}-{key}", std::process::id()));
                 let r = File::create(&tmp)
                     .map_err(Error::from)
                     .and_then(|f| crate::bake::write_file(&of, &f).map(|_| f))
                     .and_then(|f| f.sync_all().map_err(Error::from))
                     .and_then(|()| std::fs::rename(&tmp, wdir.join(&key)).map_err(Error::from));
                 match r {
-                    Ok(()) => log::debug!("{}: local copy ready", of.path.display()),
+                    Ok(()) => {
+                        log::debug!("{}: local copy ready", of.path.display());
+                        Self::remove_superseded(&wdir, &key);
+                    }
                     Err(e) => {
                         log::warn!("{}: local copy failed: {e}", of.path.display());
                         let _ = std::fs::remove_file(&tmp);
@@ -344,22 +367,70 @@ impl Materializer {
         Ok(Materializer { dir: dir.to_path_buf(), busy, jobs: std::sync::Mutex::new(tx) })
     }
 
-    /// File name of the copy of `rel` as planned from source version `st`.
-    fn key(rel: &Path, st: &SourceStat, cfg: &ViewConfig) -> String {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut feed = |b: &[u8]| {
-            for &x in b {
-                h = (h ^ x as u64).wrapping_mul(0x100_0000_01b3);
+    /// File name of the copy of `rel` (under source root `root`) as planned
+    /// from source version `st`: `SLOT-VERSION-name`. The slot hashes what
+    /// names the served file (root, path, selection, naming), the version
+    /// what identifies its source bytes; a new version of a slot replaces the
+    /// old copy (see [`Self::remove_superseded`]), so the directory holds at
+    /// most one copy per served file instead of growing with every change.
+    fn key(root: &Path, rel: &Path, st: &SourceStat, cfg: &ViewConfig) -> String {
+        fn fnv(parts: &[&[u8]]) -> u64 {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for p in parts {
+                // Length-prefixed, so ("ab","c") and ("a","bc") differ.
+                for &x in (p.len() as u64).to_le_bytes().iter().chain(p.iter()) {
+                    h = (h ^ x as u64).wrapping_mul(0x100_0000_01b3);
+                }
             }
-        };
-        feed(rel.as_os_str().as_encoded_bytes());
-        for v in [st.dev, st.ino, st.size, st.mtime.sec as u64, st.mtime.nsec as u64, st.ctime.sec as u64, st.ctime.nsec as u64] {
-            feed(&v.to_le_bytes());
+            h
         }
-        feed(cfg.selection.to_string().as_bytes());
-        feed(format!("{:?}", cfg.naming).as_bytes());
+        let (sel, naming) = (cfg.selection.to_string(), format!("{:?}", cfg.naming));
+        let slot = fnv(&[root.as_os_str().as_encoded_bytes(), rel.as_os_str().as_encoded_bytes(), sel.as_bytes(), naming.as_bytes()]);
+        let mut version = Vec::with_capacity(56);
+        for v in [st.dev, st.ino, st.size, st.mtime.sec as u64, st.mtime.nsec as u64, st.ctime.sec as u64, st.ctime.nsec as u64] {
+            version.extend_from_slice(&v.to_le_bytes());
+        }
+        let ver = fnv(&[&version]);
         let name: String = rel.file_name().map(|n| n.to_string_lossy().chars().filter(|c| c.is_ascii_alphanumeric() || ".-_".contains(*c)).take(64).collect()).unwrap_or_default();
-        format!("{h:016x}-{name}")
+        format!("{slot:016x}-{ver:016x}-{name}")
+    }
+
+    /// Deletes the copies of other versions of `key`'s slot. A copy still
+    /// open elsewhere stays readable through its handle (unlinked, not
+    /// truncated); where the platform refuses to delete an open file the
+    /// copy is left for a later pass.
+    fn remove_superseded(dir: &Path, key: &str) {
+        let Some(slot) = key.get(..17) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name != key && name.starts_with(slot) {
+                match std::fs::remove_file(e.path()) {
+                    Ok(()) => log::debug!("removed superseded local copy {name}"),
+                    Err(err) => log::debug!("superseded local copy {name} not removed: {err}"),
+                }
+            }
+        }
+    }
+
+    /// Deletes partial copies left by daemons that died while writing them
+    /// (their process no longer exists); a live daemon sharing the directory
+    /// keeps its own.
+    fn remove_orphans(dir: &Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(TMP_PREFIX)).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else {
+                continue;
+            };
+            if !process_alive(pid) {
+                match std::fs::remove_file(e.path()) {
+                    Ok(()) => log::info!("removed partial local copy {}", e.path().display()),
+                    Err(err) => log::warn!("partial local copy {} not removed: {err}", e.path().display()),
+                }
+            }
+        }
     }
 
     fn existing(&self, key: &str, len: u64) -> Option<File> {
@@ -907,7 +978,7 @@ impl View {
         };
         let mut of = make(content.clone(), file);
         if let (Some(m), false) = (&self.materializer, matches!(of.content, Content::Pass(_))) {
-            let key = Materializer::key(rel, &fst, &self.cfg);
+            let key = Materializer::key(self.tree.root(), rel, &fst, &self.cfg);
             match m.existing(&key, of.len()) {
                 Some(copy) => of.materialized = Some(copy),
                 None if m.claim(&key) => {
@@ -929,7 +1000,8 @@ impl View {
     /// the kernel's FUSE page cache uses small folios, which caps warm reads
     /// of files the daemon serves itself. Copies are written in the
     /// background on first open and keyed by source version, path and
-    /// selection, so a changed source never reuses a stale copy.
+    /// selection, so a changed source never reuses a stale copy; the copy of
+    /// the new version replaces the old one.
     pub fn with_materialize_dir(mut self, dir: &Path) -> Result<View> {
         self.materializer = Some(Arc::new(Materializer::new(dir)?));
         Ok(self)
