@@ -59,6 +59,14 @@ pub struct SourceId {
     pub ctime: Time,
 }
 
+impl SourceId {
+    /// Same file and bytes, ignoring the ctime (which also moves on chmod,
+    /// link count changes and unlinking, none of which change the bytes).
+    pub fn same_content(&self, other: &SourceId) -> bool {
+        (self.dev, self.ino, self.size, self.mtime) == (other.dev, other.ino, other.size, other.mtime)
+    }
+}
+
 impl SourceStat {
     pub fn id(&self) -> SourceId {
         SourceId { dev: self.dev, ino: self.ino, size: self.size, mtime: self.mtime, ctime: self.ctime }

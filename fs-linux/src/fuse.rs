@@ -110,8 +110,11 @@ pub struct KpackFs {
     want_passthrough: bool,
     passthrough: AtomicBool,
     next_fh: AtomicU64,
-    files: DashMap<u64, Handle>,
-    dirs: DashMap<u64, DirHandle>,
+    /// Open handles, shared out of the map so no shard lock is held across
+    /// a read (which may wait on the disk or a decode) or a readdirplus
+    /// (which may plan binaries): opens and releases never queue behind I/O.
+    files: DashMap<u64, Arc<Handle>>,
+    dirs: DashMap<u64, Arc<DirHandle>>,
     /// Per inode: its backing id while passthrough handles are open, and
     /// the number of open handles served through the page cache. The kernel
     /// refuses to mix the two modes on one inode (a file may become
@@ -149,6 +152,11 @@ impl KpackFs {
         }
     }
 
+    /// The open handle `fh`, cloned out of the map (no lock held).
+    fn handle(&self, fh: FileHandle) -> Option<Arc<Handle>> {
+        self.files.get(&fh.0).map(|h| h.clone())
+    }
+
     fn fh(&self) -> u64 {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
@@ -170,10 +178,15 @@ impl KpackFs {
                         m.backing.insert(ino, Arc::downgrade(&id));
                         return Some(id);
                     }
-                    Err(e) => {
+                    // Refused for the whole mount (no privilege, no kernel
+                    // support): stop trying.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOTTY | libc::ENOSYS | libc::EOPNOTSUPP)) => {
                         log::info!("kernel passthrough unavailable ({e}); serving every file through the daemon");
                         self.passthrough.store(false, Ordering::Relaxed);
                     }
+                    // Refused for this file (a stacked backing filesystem,
+                    // out of descriptors): serve it through the page cache.
+                    Err(e) => log::debug!("no kernel passthrough for inode {ino}: {e}"),
                 }
             }
         }
@@ -232,7 +245,7 @@ impl Filesystem for KpackFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         // fstat() of an open file answers for the version that was opened.
-        if let Some(h) = fh.and_then(|fh| self.files.get(&fh.0)) {
+        if let Some(h) = fh.and_then(|fh| self.handle(fh)) {
             return reply.attr(&self.ttl, &fuse_attr(h.file.attr()));
         }
         match self.view.getattr(ino.0) {
@@ -259,13 +272,15 @@ impl Filesystem for KpackFs {
         let fh = self.fh();
         match self.io_mode(&reply, ino.0, &file) {
             Some(id) => {
+                // Recorded before the reply: once the kernel has the handle,
+                // its RELEASE may reach another worker at once.
+                self.files.insert(fh, Arc::new(Handle { file, backing: Some(id.clone()) }));
                 // The kernel accepts only passthrough-compatible open flags
                 // here (no KEEP_CACHE: it caches nothing itself).
                 reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id);
-                self.files.insert(fh, Handle { file, backing: Some(id) });
             }
             None => {
-                self.files.insert(fh, Handle { file, backing: None });
+                self.files.insert(fh, Arc::new(Handle { file, backing: None }));
                 // Cached pages stay valid: a changed source file gets a new inode.
                 reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE);
             }
@@ -283,7 +298,7 @@ impl Filesystem for KpackFs {
         _lock: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let Some(h) = self.files.get(&fh.0) else { return reply.error(Errno::EBADF) };
+        let Some(h) = self.handle(fh) else { return reply.error(Errno::EBADF) };
         READ_BUF.with(|b| {
             let mut buf = b.borrow_mut();
             buf.resize(size as usize, 0);
@@ -337,7 +352,7 @@ impl Filesystem for KpackFs {
             Ok(entries) => {
                 self.watch(ino.0);
                 let fh = self.fh();
-                self.dirs.insert(fh, DirHandle { entries });
+                self.dirs.insert(fh, Arc::new(DirHandle { entries }));
                 reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR);
             }
             Err(e) => reply.error(errno(&e)),
@@ -345,7 +360,7 @@ impl Filesystem for KpackFs {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let Some(d) = self.dirs.get(&fh.0) else { return reply.error(Errno::EBADF) };
+        let Some(d) = self.dirs.get(&fh.0).map(|d| d.clone()) else { return reply.error(Errno::EBADF) };
         // Offsets: 1 = ".", 2 = "..", 2+i+1 = entries[i].
         let parent = self.view.path_of(ino.0).ok().and_then(|p| p.parent().map(Path::to_path_buf));
         let parent_ino = match parent {
@@ -363,7 +378,7 @@ impl Filesystem for KpackFs {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let Some(d) = self.dirs.get(&fh.0) else { return reply.error(Errno::EBADF) };
+        let Some(d) = self.dirs.get(&fh.0).map(|d| d.clone()) else { return reply.error(Errno::EBADF) };
         let self_attr = match self.view.getattr(ino.0) {
             Ok(a) => a,
             Err(e) => return reply.error(errno(&e)),
@@ -437,25 +452,30 @@ impl Filesystem for KpackFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let attrs = match self.view.xattrs(ino.0) {
-            Ok(a) => a,
-            Err(e) => return reply.error(errno(&e)),
+        // Names outside our namespace (security.selinux, system.posix_acl_*,
+        // probed by `ls -l` for every entry) never cost a lookup of the value.
+        let Some(name) = name.to_str().filter(|n| n.starts_with("user.kpackfs.")) else {
+            return match self.view.getattr(ino.0) {
+                Ok(_) => reply.error(Errno::NO_XATTR),
+                Err(e) => reply.error(errno(&e)),
+            };
         };
-        match attrs.iter().find(|(n, _)| OsStr::new(n) == name) {
-            None => reply.error(Errno::NO_XATTR),
-            Some((_, v)) if size == 0 => reply.size(v.len() as u32),
-            Some((_, v)) if v.len() > size as usize => reply.error(Errno::ERANGE),
-            Some((_, v)) => reply.data(v),
+        match self.view.xattr(ino.0, name) {
+            Err(e) => reply.error(errno(&e)),
+            Ok(None) => reply.error(Errno::NO_XATTR),
+            Ok(Some(v)) if size == 0 => reply.size(v.len() as u32),
+            Ok(Some(v)) if v.len() > size as usize => reply.error(Errno::ERANGE),
+            Ok(Some(v)) => reply.data(&v),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let attrs = match self.view.xattrs(ino.0) {
-            Ok(a) => a,
+        let names = match self.view.xattr_names(ino.0) {
+            Ok(n) => n,
             Err(e) => return reply.error(errno(&e)),
         };
         let mut list = Vec::new();
-        for (n, _) in &attrs {
+        for n in names {
             list.extend_from_slice(n.as_bytes());
             list.push(0);
         }

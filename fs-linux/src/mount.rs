@@ -2,7 +2,7 @@
 //! unmount on SIGINT/SIGTERM/SIGHUP.
 //!
 //! Detaching re-executes the binary in the foreground as a child in its own
-//! process group and waits for it to report that the mount is live (the
+//! session and waits for it to report that the mount is live (the
 //! fuser session returns only after the kernel handshake), so a script can
 //! use the mountpoint on its next line. Re-exec instead of `fork` keeps the
 //! daemon free of a half-copied multi-threaded runtime.
@@ -147,39 +147,71 @@ fn detach() -> Result<(), Failure> {
     let mut argv: Vec<OsString> = std::env::args_os().skip(1).collect();
     argv = normalize_args([OsString::from("kpackfs")].into_iter().chain(argv).collect()).into_iter().skip(1).collect();
     argv.insert(1, "--foreground".into());
-    let mut child = Command::new(exe)
-        .args(&argv)
-        .env(READY_ENV, "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| Failure::runtime(format!("cannot start the daemon: {e}")))?;
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        let _ = BufReader::new(out).read_line(&mut line);
+    let mut cmd = Command::new(exe);
+    cmd.args(&argv).env(READY_ENV, "1").stdin(Stdio::null()).stdout(Stdio::piped());
+    // A session of its own: no controlling terminal, so neither a hangup
+    // nor `stty tostop` (a background write to the tty) can stop the daemon.
+    // SAFETY: setsid is async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
-    if line.trim() == "ready" {
-        return Ok(());
+    let mut child = cmd.spawn().map_err(|e| Failure::runtime(format!("cannot start the daemon: {e}")))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(out).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+    }
+    match rx.recv_timeout(READY_TIMEOUT) {
+        Ok(line) if line.trim() == "ready" => return Ok(()),
+        Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Failure::runtime(format!("the daemon did not report a live mount within {} s; stopped it", READY_TIMEOUT.as_secs())));
+        }
     }
     let status = child.wait().map_err(|e| Failure::runtime(e.to_string()))?;
     Err(Failure { code: status.code().unwrap_or(1).clamp(1, 255) as u8, msg: "mount failed (see above)".into() })
 }
 
-/// Points stdout/stderr at the log file (or /dev/null) once detached, so a
-/// closed terminal never breaks the daemon.
-fn redirect_stdio(log_file: Option<&Path>) {
-    let target = match log_file {
-        Some(p) => std::fs::OpenOptions::new().create(true).append(true).open(p),
-        None => std::fs::OpenOptions::new().write(true).open("/dev/null"),
-    };
-    if let Ok(f) = target {
-        use std::os::fd::AsRawFd;
-        // SAFETY: dup2 onto the standard descriptors with a valid open fd.
-        unsafe {
-            libc::dup2(f.as_raw_fd(), 1);
-            libc::dup2(f.as_raw_fd(), 2);
-        }
+/// How long `mount` (detaching) waits for the daemon's mount to go live.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Opens where a detached daemon's output goes (the log file or
+/// /dev/null) — before mounting, so a bad `--log-file` is reported.
+fn open_log(log_file: Option<&Path>) -> Result<std::fs::File, Failure> {
+    match log_file {
+        Some(p) => std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|e| Failure::usage(format!("--log-file {}: {e}", p.display()))),
+        None => std::fs::OpenOptions::new().write(true).open("/dev/null").map_err(|e| Failure::runtime(format!("/dev/null: {e}"))),
+    }
+}
+
+/// Points stdout/stderr at `target` once detached, so a closed terminal
+/// never breaks the daemon.
+fn redirect_stdio(target: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: dup2 onto the standard descriptors with a valid open fd.
+    unsafe {
+        libc::dup2(target.as_raw_fd(), 1);
+        libc::dup2(target.as_raw_fd(), 2);
+    }
+}
+
+/// Whether `sig` was ignored when the daemon started (e.g. SIGHUP under
+/// `nohup`): such a signal is left ignored rather than turned into an unmount.
+fn inherited_ignore(sig: i32) -> bool {
+    // SAFETY: querying (not changing) the disposition into a zeroed struct.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
     }
 }
 
@@ -203,6 +235,26 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     if mnt.starts_with(&src) {
         return Err(Failure::usage(format!("mountpoint {} lies inside the source {}", mnt.display(), src.display())));
     }
+    // The daemon must never reach its own mount: a worker waiting on a
+    // request to its own filesystem can deadlock the mount.
+    if src.starts_with(&mnt) {
+        return Err(Failure::usage(format!("source {} lies inside the mountpoint {}", src.display(), mnt.display())));
+    }
+    let materialize = match &args.materialize {
+        None => None,
+        Some(dir) => {
+            let canon = std::fs::create_dir_all(dir)
+                .and_then(|()| std::fs::canonicalize(dir))
+                .map_err(|e| Failure::usage(format!("--materialize {}: {e}", dir.display())))?;
+            if canon.starts_with(&mnt) {
+                return Err(Failure::usage(format!("--materialize {} lies inside the mountpoint", dir.display())));
+            }
+            if canon.starts_with(&src) {
+                return Err(Failure::usage(format!("--materialize {} lies inside the source", dir.display())));
+            }
+            Some(canon)
+        }
+    };
     if !args.foreground {
         return detach();
     }
@@ -218,13 +270,15 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     }
     // Catch signals before the mount exists, so none can kill the daemon
     // between mounting and the handler thread's start.
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP])
-        .map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
+    let mut sigs = vec![signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
+    if !inherited_ignore(signal_hook::consts::SIGHUP) {
+        sigs.push(signal_hook::consts::SIGHUP);
+    }
+    let mut signals = signal_hook::iterator::Signals::new(&sigs).map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
+    let detached = std::env::var_os(READY_ENV).is_some();
+    let log = if detached { Some(open_log(args.log_file.as_deref())?) } else { None };
     let mut view = View::new(cfg).map_err(|e| Failure::usage(format!("source {}: {e}", src.display())))?;
-    if let Some(dir) = &args.materialize {
-        if dir.starts_with(&mnt) {
-            return Err(Failure::usage(format!("--materialize {} lies inside the mountpoint", dir.display())));
-        }
+    if let Some(dir) = &materialize {
         view = view.with_materialize_dir(dir).map_err(|e| Failure::usage(format!("--materialize {}: {e}", dir.display())))?;
     }
     let view = Arc::new(view);
@@ -279,12 +333,19 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         .spawn(move || {
             let Some(sig) = signals.forever().next() else { return };
             log::info!("signal {sig}: unmounting {}", sig_mnt.display());
-            match unmounter.unmount() {
-                Ok(()) => return,
-                Err(e) => log::warn!("unmounting {}: {e}; detaching it lazily", sig_mnt.display()),
+            // Success may still leave the mount alive (without privilege,
+            // fuser detaches lazily through fusermount; with auto-unmount it
+            // only closes the socket), so the thread never returns here: if
+            // the session has not ended by the grace period, the process
+            // exits. (Returning would also leave the signals ignored.)
+            if let Err(e) = unmounter.unmount() {
+                log::warn!("unmounting {}: {e}", sig_mnt.display());
             }
-            if let Err(e) = detach_lazily(&sig_mnt) {
-                log::error!("detaching {}: {e}", sig_mnt.display());
+            if is_mountpoint(&sig_mnt) {
+                log::info!("{} is busy: detaching it lazily", sig_mnt.display());
+                if let Err(e) = detach_lazily(&sig_mnt) {
+                    log::error!("detaching {}: {e}", sig_mnt.display());
+                }
             }
             // A second signal ends the grace period early.
             let deadline = std::time::Instant::now() + GRACE;
@@ -296,15 +357,26 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         })
         .map_err(|e| Failure::runtime(e.to_string()))?;
 
-    if std::env::var_os(READY_ENV).is_some() {
+    if let Some(log) = &log {
         let mut out = std::io::stdout();
         let _ = writeln!(out, "ready");
         let _ = out.flush();
-        redirect_stdio(args.log_file.as_deref());
+        redirect_stdio(log);
+        // A daemon pins no directory (every path it uses is absolute).
+        let _ = std::env::set_current_dir("/");
     } else if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("kpackfs: serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.config().selection);
     }
     let r = session.run();
+    // The session can end with the mount still attached: with
+    // --auto-unmount, fusermount's watchdog unmounts without MNT_DETACH and
+    // gives up if the mount is busy. Never leave a dead mount behind.
+    if is_mountpoint(&mnt) {
+        log::info!("{} still attached after the session ended; detaching it lazily", mnt.display());
+        if let Err(e) = detach_lazily(&mnt) {
+            log::error!("detaching {}: {e}", mnt.display());
+        }
+    }
     log::info!("counters at unmount:\n{}", view.stats());
     r.map_err(|e| Failure::runtime(format!("FUSE session: {e}")))
 }

@@ -63,7 +63,13 @@ impl Watcher {
             Ok(wd) => {
                 self.dirs.lock().unwrap_or_else(|p| p.into_inner()).insert(wd, rel.to_path_buf());
             }
-            Err(e) => log::debug!("cannot watch {}: {e}", rel.display()),
+            Err(e) => {
+                // Not watched after all (a synthesized `.kpack` directory
+                // absent from the source, no watches left): let a later
+                // lookup try again.
+                watched.remove(rel);
+                log::debug!("cannot watch {}: {e}", rel.display());
+            }
         }
     }
 
@@ -73,6 +79,7 @@ impl Watcher {
         loop {
             let mut changed: Vec<(PathBuf, Option<OsString>)> = Vec::new();
             let mut overflow = false;
+            let mut moved: Vec<i32> = Vec::new();
             {
                 let mut reader = inotify::Reader::new(&self.fd, &mut buf);
                 loop {
@@ -88,6 +95,12 @@ impl Watcher {
                                 }
                                 continue;
                             }
+                            if ev.events().contains(ReadFlags::MOVE_SELF) {
+                                // Its path is no longer this directory's:
+                                // stop watching it under the old name (a
+                                // lookup under the new one watches it again).
+                                moved.push(ev.wd());
+                            }
                             let dir = self.dirs.lock().unwrap_or_else(|p| p.into_inner()).get(&ev.wd()).cloned();
                             if let Some(dir) = dir {
                                 let name = ev.file_name().map(|n| OsStr::from_bytes(n.to_bytes()).to_os_string()).filter(|n| !n.is_empty());
@@ -101,6 +114,14 @@ impl Watcher {
                         break;
                     }
                 }
+            }
+            for wd in moved {
+                let dir = self.dirs.lock().unwrap_or_else(|p| p.into_inner()).remove(&wd);
+                if let Some(d) = dir {
+                    self.watched.lock().unwrap_or_else(|p| p.into_inner()).remove(&d);
+                    changed.push((d, None));
+                }
+                let _ = inotify::remove_watch(&self.fd, wd);
             }
             if overflow {
                 log::warn!("inotify queue overflowed: invalidating every watched directory");
@@ -116,10 +137,16 @@ impl Watcher {
     }
 }
 
-/// Drops the kernel's idea of `dir/name` (or of the whole directory).
+/// Drops the view's and the kernel's idea of `dir/name` (or of the whole
+/// directory). Names get new lookups; directories and inodes whose data may
+/// have changed (see [`View::data_may_have_changed`]) lose their cached
+/// data; other file versions only their attributes, so processes that map
+/// an old version keep it.
 fn invalidate(view: &View, n: &Notifier, dir: &Path, name: Option<&OsStr>) {
+    view.source_changed(dir, name);
     let inval_inode = |ino: u64| {
-        let _ = n.inval_inode(INodeNo(ino), 0, 0);
+        let data = view.data_may_have_changed(ino);
+        let _ = n.inval_inode(INodeNo(ino), if data { 0 } else { -1 }, 0);
     };
     let Some(&dir_ino) = view.known_inos(dir).first() else { return };
     log::debug!("source changed: {}", dir.join(name.unwrap_or_default()).display());
@@ -140,6 +167,11 @@ fn invalidate(view: &View, n: &Notifier, dir: &Path, name: Option<&OsStr>) {
         if *ino != 0 {
             inval_inode(*ino);
         }
+    }
+    // A file that becomes (or stops being) fat makes the synthesized
+    // `.kpack` directory appear (or go).
+    if name.is_some_and(|nm| nm != KPACK_DIR) {
+        let _ = n.inval_entry(INodeNo(dir_ino), OsStr::new(KPACK_DIR));
     }
     // Archives planned from a changed binary live in dir/.kpack.
     let kdir = dir.join(KPACK_DIR);

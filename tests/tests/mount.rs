@@ -131,6 +131,21 @@ fn sigterm_unmounts_cleanly_even_when_busy() {
     assert!(!mounted(&m.mnt), "stale mount after SIGTERM while busy");
     let _ = holder.kill();
     let _ = holder.wait();
+
+    // Same with --auto-unmount, where unmounting goes through fusermount's
+    // watchdog and "succeeds" while the mount is still busy.
+    let mut m = Mount::new(Some(&demo()), "gfx90a", &["--auto-unmount"]);
+    let mut holder = Command::new("sh").arg("-c").arg("exec 3<lib/libhost.so; sleep 30").current_dir(&m.mnt).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let st = m.terminate().expect("daemon did not exit after SIGTERM with --auto-unmount while busy");
+    assert!(st.success(), "daemon exit {st}");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let start = std::time::Instant::now();
+    while mounted(&m.mnt) && start.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!mounted(&m.mnt), "stale mount after SIGTERM with --auto-unmount while busy");
 }
 
 #[test]
@@ -209,6 +224,30 @@ fn inodes_and_listings_are_stable() {
 fn operator_counters_are_readable_in_the_mount() {
     require_root();
     let m = Mount::new(Some(&demo()), "gfx90a", &[]);
+    // Names and values per node; foreign names are absent (ENODATA).
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(concat!(
+            "import os,sys,errno\n",
+            "print(sorted(os.listxattr(sys.argv[1])))\n",
+            "print(sorted(os.listxattr(sys.argv[2])))\n",
+            "print(os.getxattr(sys.argv[2], 'user.kpackfs.targets').decode())\n",
+            "print(sorted(os.listxattr(sys.argv[3])))\n",
+            "try:\n    os.getxattr(sys.argv[2], 'security.selinux')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\n",
+        ))
+        .arg(&m.mnt)
+        .arg(m.path("lib/libdemo.so.1.0"))
+        .arg(m.path("share/doc/demo/README.txt"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "['user.kpackfs.arch', 'user.kpackfs.origin', 'user.kpackfs.source', 'user.kpackfs.stats']");
+    assert_eq!(lines[1], "['user.kpackfs.origin', 'user.kpackfs.targets']");
+    assert_eq!(lines[2], "gfx1030,gfx906,gfx90a:xnack-,gfx90a:xnack+", "targets libdemo carries");
+    assert_eq!(lines[3], "['user.kpackfs.origin']");
+    assert_eq!(lines[4], "ENODATA");
     let _ = fs::read(m.path("lib/libdemo.so.1.0")).unwrap();
     let out = Command::new("python3")
         .arg("-c")

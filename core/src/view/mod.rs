@@ -244,6 +244,11 @@ type InoKey = (PathBuf, Option<SourceId>);
 struct Inodes {
     by_key: DashMap<InoKey, u64>,
     by_ino: DashMap<u64, InoKey>,
+    /// Every inode of a path (all versions), and the names below each
+    /// directory that have inodes: the watcher asks for these on every
+    /// source event, which must not cost a scan of the whole table.
+    by_path: DashMap<PathBuf, Vec<u64>>,
+    by_parent: DashMap<PathBuf, Vec<(OsString, u64)>>,
     next: AtomicU64,
 }
 
@@ -252,6 +257,7 @@ impl Inodes {
         let i = Inodes { next: AtomicU64::new(ROOT_INO + 1), ..Inodes::default() };
         i.by_key.insert((PathBuf::new(), None), ROOT_INO);
         i.by_ino.insert(ROOT_INO, (PathBuf::new(), None));
+        i.by_path.insert(PathBuf::new(), vec![ROOT_INO]);
         i
     }
 
@@ -260,8 +266,19 @@ impl Inodes {
         if let Some(i) = self.by_key.get(&key) {
             return *i;
         }
-        let ino = *self.by_key.entry(key.clone()).or_insert_with(|| self.next.fetch_add(1, Ordering::Relaxed));
-        self.by_ino.entry(ino).or_insert(key);
+        let mut created = false;
+        let ino = *self.by_key.entry(key.clone()).or_insert_with(|| {
+            created = true;
+            self.next.fetch_add(1, Ordering::Relaxed)
+        });
+        if created {
+            // Only the creator indexes it, so each inode is listed once.
+            self.by_ino.insert(ino, key);
+            self.by_path.entry(p.to_path_buf()).or_default().push(ino);
+            if let (Some(parent), Some(name)) = (p.parent(), p.file_name()) {
+                self.by_parent.entry(parent.to_path_buf()).or_default().push((name.to_os_string(), ino));
+            }
+        }
         ino
     }
 
@@ -271,15 +288,11 @@ impl Inodes {
 
     /// Every inode handed out for `p` (all versions).
     fn known(&self, p: &Path) -> Vec<u64> {
-        self.by_key.iter().filter(|e| e.key().0 == p).map(|e| *e.value()).collect()
+        self.by_path.get(p).map(|v| v.clone()).unwrap_or_default()
     }
 
     fn children(&self, dir: &Path) -> Vec<(OsString, u64)> {
-        self.by_key
-            .iter()
-            .filter(|e| e.key().0.parent() == Some(dir) && e.key().0.as_os_str() != dir.as_os_str())
-            .filter_map(|e| e.key().0.file_name().map(|n| (n.to_os_string(), *e.value())))
-            .collect()
+        self.by_parent.get(dir).map(|v| v.clone()).unwrap_or_default()
     }
 }
 
@@ -303,6 +316,12 @@ const PREFETCH_WINDOW: u64 = 4 << 20;
 /// buffer and a zstd window outside the cache budget, so their number is
 /// bounded instead of growing with the worker threads.
 const DECODE_SLOTS: usize = 2;
+
+const XATTR_ORIGIN: &str = "user.kpackfs.origin";
+const XATTR_STATS: &str = "user.kpackfs.stats";
+const XATTR_ARCH: &str = "user.kpackfs.arch";
+const XATTR_SOURCE: &str = "user.kpackfs.source";
+const XATTR_TARGETS: &str = "user.kpackfs.targets";
 
 /// Name prefix of a local copy being written: `.tmp-PID-KEY`.
 const TMP_PREFIX: &str = ".tmp-";
@@ -470,10 +489,17 @@ impl Slots {
         }
         *used += 1;
         drop(used);
-        let r = f();
-        *self.used.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
-        self.freed.notify_one();
-        r
+        /// Frees the slot however `f` ends (a panic must not leak it, or
+        /// every later decode would wait for ever).
+        struct Release<'a>(&'a Slots);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                *self.0.used.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+                self.0.freed.notify_one();
+            }
+        }
+        let _release = Release(self);
+        f()
     }
 }
 
@@ -637,7 +663,10 @@ impl View {
         if let Some(old) = self.current.insert(rel.to_path_buf(), fst.id()) {
             if old != fst.id() {
                 self.analyses.remove(&(old, rel.to_path_buf()));
-                self.listings.retain(|_, l| l.id != old);
+                // The parent's listing holds the old version's inode and
+                // fatness, and an in-place rewrite leaves the directory's
+                // own identity unchanged.
+                self.listings.remove(rel.parent().unwrap_or(Path::new("")));
             }
         }
         if self.analyses.len() > MAX_PLANS {
@@ -882,6 +911,55 @@ impl View {
         self.inodes.children(dir)
     }
 
+    /// Whether the kernel's cached data of inode `ino` may no longer match
+    /// the source after a change event. A file inode stands for one source
+    /// version, whose bytes a changed file does not alter (it gets a new
+    /// inode): its cached pages stay valid, and dropping them would fault
+    /// processes that still map that version. Only an inode whose version
+    /// still matches the source after the event — rewritten in place
+    /// within one timestamp tick — and directories, whose listings change,
+    /// need their data dropped.
+    pub fn data_may_have_changed(&self, ino: u64) -> bool {
+        match self.inodes.key_of(ino) {
+            None => false,
+            Some((_, None)) => true,
+            Some((p, Some(id))) => self.tree.stat(&p).is_ok_and(|st| st.id() == id),
+        }
+    }
+
+    /// Forgets what was learnt about `dir/name` (or, with `None`, about
+    /// everything directly in `dir`): the directory listing, plans and
+    /// probe results. Called when the source reports a change, so the next
+    /// request re-reads the source even where the change left the file's
+    /// identity (size, times) as it was.
+    pub fn source_changed(&self, dir: &Path, name: Option<&OsStr>) {
+        self.listings.remove(dir);
+        match name {
+            Some(n) => {
+                let p = dir.join(n);
+                if let Some((_, id)) = self.current.remove(&p) {
+                    self.analyses.remove(&(id, p));
+                    self.probes.remove(&id);
+                }
+            }
+            None => {
+                let in_dir = |p: &Path| p.parent() == Some(dir);
+                let mut ids = Vec::new();
+                self.current.retain(|p, id| {
+                    let keep = !in_dir(p);
+                    if !keep {
+                        ids.push(*id);
+                    }
+                    keep
+                });
+                self.analyses.retain(|(_, p), _| !in_dir(p));
+                for id in ids {
+                    self.probes.remove(&id);
+                }
+            }
+        }
+    }
+
     pub fn readlink(&self, ino: u64) -> Result<OsString> {
         let (p, node) = self.resolve_ino(ino)?;
         match node {
@@ -1011,23 +1089,46 @@ impl View {
         Ok(self.tree.statfs()?)
     }
 
-    /// Extended attributes of a node: `user.kpackfs.origin` everywhere;
-    /// on the root also the operator counters, selection and source.
-    pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, Vec<u8>)>> {
+    /// Names of the operator attributes of node `ino`: `user.kpackfs.origin`
+    /// everywhere; on the root also the counters, selection and source; on
+    /// transformed binaries the targets their source carries. Cheap (no
+    /// planning): `ls -l`, `cp -a` and `rsync -X` list attributes of every
+    /// file they touch.
+    pub fn xattr_names(&self, ino: u64) -> Result<Vec<&'static str>> {
         let attr = self.getattr(ino)?;
-        let mut v = vec![("user.kpackfs.origin".to_string(), attr.origin.to_string().into_bytes())];
+        let mut v = vec![XATTR_ORIGIN];
         if ino == ROOT_INO {
-            v.push(("user.kpackfs.stats".into(), self.stats().to_string().into_bytes()));
-            v.push(("user.kpackfs.arch".into(), self.cfg.selection.to_string().into_bytes()));
-            v.push(("user.kpackfs.source".into(), self.cfg.source.to_string_lossy().into_owned().into_bytes()));
+            v.extend([XATTR_STATS, XATTR_ARCH, XATTR_SOURCE]);
         }
         if attr.origin == Origin::Transformed {
-            if let (p, Node::Transformed(_, fb)) = self.resolve_ino(ino)? {
-                let t: Vec<String> = self.archives(&p, &fb)?.targets.iter().map(ToString::to_string).collect();
-                v.push(("user.kpackfs.targets".into(), t.join(",").into_bytes()));
-            }
+            v.push(XATTR_TARGETS);
         }
         Ok(v)
+    }
+
+    /// The value of attribute `name` of node `ino`, or `None` if it has no
+    /// such attribute. Only the asked-for value is computed: `targets`
+    /// plans the binary's archives (a scan of its bundle headers), which
+    /// nothing else about a listing needs.
+    pub fn xattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>> {
+        if !self.xattr_names(ino)?.contains(&name) {
+            return Ok(None);
+        }
+        Ok(Some(match name {
+            XATTR_ORIGIN => self.getattr(ino)?.origin.to_string().into_bytes(),
+            XATTR_STATS => self.stats().to_string().into_bytes(),
+            XATTR_ARCH => self.cfg.selection.to_string().into_bytes(),
+            XATTR_SOURCE => self.cfg.source.to_string_lossy().into_owned().into_bytes(),
+            XATTR_TARGETS => match self.resolve_ino(ino)? {
+                (p, Node::Transformed(_, fb)) => {
+                    let t: Vec<String> = self.archives(&p, &fb)?.targets.iter().map(ToString::to_string).collect();
+                    t.join(",").into_bytes()
+                }
+                // Changed since getattr: no longer a transformed binary.
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        }))
     }
 }
 
@@ -1132,7 +1233,11 @@ impl OpenFile {
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let store = Blobs { cache: &self.blobs, slots: &self.slots, id: self.id };
         let r = self.layout().read_at(offset, buf, &self.file, &store);
-        let still = source::fstat_file(&self.file).map(|s| s.id() == self.id).unwrap_or(false);
+        // Content identity only: an unlinked or renamed-over file (the
+        // usual upgrade), a chmod or a new hard link change the ctime of
+        // the open version but not its bytes, and readers that still have
+        // it open or mapped must keep getting them.
+        let still = source::fstat_file(&self.file).map(|s| s.id().same_content(&self.id)).unwrap_or(false);
         if !still {
             return Err(Error::Changed(self.path.display().to_string()));
         }
