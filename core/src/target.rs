@@ -217,9 +217,10 @@ impl Selection {
     pub fn selects(&self, obj: &TargetId) -> bool {
         self.targets.iter().any(|sel| {
             if sel.features.is_empty() {
-                obj.processor == sel.processor
-                    || generic_of(&sel.processor) == Some(obj.processor.as_str())
-                    || (sel.is_generic() && obj.processor == sel.processor)
+                // The processor itself (a generic selection such as
+                // `gfx9-4-generic` matches its own objects this way), or
+                // the generic family a specific processor can also run.
+                obj.processor == sel.processor || generic_of(&sel.processor) == Some(obj.processor.as_str())
             } else {
                 sel.accepts(obj).is_some()
             }
