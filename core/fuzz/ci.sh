@@ -11,6 +11,16 @@ bash seed.sh
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -O
 log=$(mktemp); trap 'rm -f "$log"' EXIT
+# Crashers found by long local runs (fixed) are replayed first.
+for d in regressions/*/; do
+  t=$(basename "$d")
+  if ! cargo fuzz run -O "$t" "$d"* -- -runs=1 > "$log" 2>&1; then
+    tail -40 "$log" >&2
+    echo "fuzz regression of $t failed" >&2
+    exit 1
+  fi
+  echo "$t: regressions replayed ($(ls "$d" | wc -l) inputs)"
+done
 for t in bundle target_id marker kpack elf_plan pe_plan; do
   if ! cargo fuzz run -O "$t" "corpus/$t" -- -max_total_time="$SECS" -max_len=1048576 -rss_limit_mb=2048 -timeout=10 > "$log" 2>&1; then
     tail -40 "$log" >&2

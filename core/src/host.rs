@@ -84,10 +84,32 @@ fn elf_refusal(e: ElfError) -> NotTransformed {
 
 /// Headers-only check: is this a fat binary that the view transforms?
 pub fn probe(src: &dyn ReadAt) -> bool {
+    probe_checked(src).unwrap_or(false)
+}
+
+/// [`probe`], telling a failed read (`Err`, worth asking again later) from
+/// a file that definitely is or is not a fat binary. Reads past the end of
+/// the file are definite: the file is short, not the disk unwell.
+pub fn probe_checked(src: &dyn ReadAt) -> std::io::Result<bool> {
+    let transient = |e: &std::io::Error| e.kind() != std::io::ErrorKind::UnexpectedEof;
+    let mut magic = [0u8; 4];
+    match read_exact_at(src, 0, &mut magic) {
+        Ok(()) => {}
+        Err(e) if transient(&e) => return Err(e),
+        Err(_) => return Ok(false),
+    }
     match detect(src) {
-        Some(HostFormat::Elf) => ElfFile::parse(src).map(|f| f.classify().is_ok()).unwrap_or(false),
-        Some(HostFormat::Pe) => crate::coff::probe(src),
-        None => false,
+        Some(HostFormat::Elf) => match ElfFile::parse(src).and_then(|f| f.classify()) {
+            Ok(()) => Ok(true),
+            Err(ElfError::Io(e)) if transient(&e) => Err(e),
+            Err(_) => Ok(false),
+        },
+        Some(HostFormat::Pe) => match crate::coff::PeFile::parse(src).and_then(|p| p.classify()) {
+            Ok(()) => Ok(true),
+            Err(crate::coff::CoffError::Io(e)) if transient(&e) => Err(e),
+            Err(_) => Ok(false),
+        },
+        None => Ok(false),
     }
 }
 

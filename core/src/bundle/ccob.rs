@@ -85,7 +85,7 @@ pub fn parse_header(b: &[u8], at: u64) -> Result<CcobHeader, BundleError> {
 pub(crate) fn parse_at(src: &dyn ReadAt, at: u64, end: u64) -> Result<(CcobHeader, u64), BundleError> {
     let avail = end.saturating_sub(at);
     let mut head = [0u8; 32];
-    let n = (avail as usize).min(32);
+    let n = avail.min(32) as usize;
     read_exact_at(src, at, &mut head[..n])?;
     let header = parse_header(&head[..n], at)?;
     let len = match header.total_size {
@@ -144,7 +144,7 @@ impl Read for RangeReader<'_> {
 impl BufRead for RangeReader<'_> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         if self.start == self.filled && self.pos < self.end {
-            let n = ((self.end - self.pos) as usize).min(self.buf.len());
+            let n = (self.end - self.pos).min(self.buf.len() as u64) as usize;
             let got = self.src.read_at(self.pos, &mut self.buf[..n])?;
             if got == 0 {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "source shorter than expected"));

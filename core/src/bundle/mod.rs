@@ -169,7 +169,7 @@ impl Chunk {
 pub fn parse_chunk(src: &dyn ReadAt, at: u64, end: u64) -> Result<Chunk, BundleError> {
     let avail = end.saturating_sub(at);
     let mut magic = [0u8; 24];
-    let n = (avail as usize).min(24);
+    let n = avail.min(24) as usize;
     read_exact_at(src, at, &mut magic[..n])?;
     if n >= 4 && &magic[..4] == CCOB_MAGIC {
         let (header, len) = ccob::parse_at(src, at, end)?;
@@ -207,7 +207,7 @@ fn next_magic(src: &dyn ReadAt, mut pos: u64, end: u64) -> Result<Option<u64>, B
     let mut window = 4096usize;
     let mut buf = Vec::new();
     while pos < end {
-        let n = ((end - pos) as usize).min(window);
+        let n = (end - pos).min(window as u64) as usize;
         buf.resize(n, 0);
         read_exact_at(src, pos, &mut buf)?;
         let last = pos + n as u64 >= end;

@@ -470,12 +470,15 @@ pub fn plan(src: &dyn ReadAt, pe: &PeFile, marker: &[u8]) -> Result<HostPlan, Co
                 return Err(CoffError::Unsupported(".hip_fat has fewer raw bytes than its removable pages".into()));
             }
             let del = fat.pointer_to_raw_data as u64 + pre;
-            shift_debug_entries(pe, src, &mut buf, fat.pointer_to_raw_data as u64, asz)?;
+            shift_debug_entries(pe, src, &mut buf, del, asz)?;
             buf.delete(del, asz)?;
             let kept = pre + suf;
             sections[fat_idx].size_of_raw_data = if kept == 0 { 0 } else { align_up(kept, fa) as u32 };
+            // Raw data behind the removed pages moves up. (A section
+            // without raw data may carry any pointer; one into the removed
+            // range is left alone rather than wrapped.)
             for s in sections.iter_mut() {
-                if s.pointer_to_raw_data > fat.pointer_to_raw_data {
+                if s.pointer_to_raw_data as u64 >= del + asz {
                     s.pointer_to_raw_data -= asz as u32;
                 }
             }
@@ -490,7 +493,8 @@ pub fn plan(src: &dyn ReadAt, pe: &PeFile, marker: &[u8]) -> Result<HostPlan, Co
     let nsec_off = pe.opt_off - 20 + 2;
     headers[nsec_off..nsec_off + 2].copy_from_slice(&(sections.len() as u16).to_le_bytes());
     let soi = pe.opt_off + OPT_SIZE_OF_IMAGE;
-    headers[soi..soi + 4].copy_from_slice(&(size_of_image as u32).to_le_bytes());
+    let size_of_image = u32::try_from(size_of_image).map_err(|_| CoffError::Unsupported(format!("SizeOfImage {size_of_image:#x} over 4 GiB")))?;
+    headers[soi..soi + 4].copy_from_slice(&size_of_image.to_le_bytes());
     let ck = pe.opt_off + OPT_CHECKSUM;
     if headers.u32_at(ck) != Some(0) {
         headers[ck..ck + 4].fill(0);
@@ -504,8 +508,9 @@ pub fn plan(src: &dyn ReadAt, pe: &PeFile, marker: &[u8]) -> Result<HostPlan, Co
 }
 
 /// Debug directory entries carry file offsets (`PointerToRawData`): shift
-/// those behind the removed bytes (B7; the reference leaves them stale).
-fn shift_debug_entries(pe: &PeFile, src: &dyn ReadAt, buf: &mut Layout, after: u64, by: u64) -> Result<(), CoffError> {
+/// those behind the `by` bytes removed at `at` (B7; the reference leaves
+/// them stale). One pointing into the removed bytes is left as it was.
+fn shift_debug_entries(pe: &PeFile, src: &dyn ReadAt, buf: &mut Layout, at_removed: u64, by: u64) -> Result<(), CoffError> {
     let (rva, size) = pe.dir(DIR_DEBUG);
     if rva == 0 || size == 0 {
         return Ok(());
@@ -518,7 +523,7 @@ fn shift_debug_entries(pe: &PeFile, src: &dyn ReadAt, buf: &mut Layout, after: u
         }
         let b = buf.read_vec(at, 4, src)?;
         let p = b.u32_at(0).unwrap_or(0) as u64;
-        if p > after {
+        if p >= at_removed + by {
             buf.write_at(at, &((p - by) as u32).to_le_bytes())?;
         }
     }

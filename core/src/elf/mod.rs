@@ -57,6 +57,11 @@ pub struct ElfFile {
     pub shstrtab: Vec<u8>,
 }
 
+/// Largest file position and virtual address a header may reach (x86-64
+/// user space ends at 2^47; files are far below 2^62).
+const MAX_FILE_POS: u64 = 1 << 62;
+const MAX_VADDR: u64 = 1 << 56;
+
 impl ElfFile {
     /// Reads the ELF header, program and section header tables and the
     /// section-name table, validating every offset against the file size.
@@ -98,6 +103,20 @@ impl ElfFile {
             return Err(corrupt(".shstrtab outside the file"));
         }
         let shstrtab = read_vec_at(src, strtab.offset, strtab.size as usize)?;
+        // Bounds that keep every later sum of header values (ends of
+        // segments and sections, page rounding, wrapper slots) far from
+        // overflow: no real x86-64 file comes near them.
+        let phdrs: Vec<Phdr> = phdrs;
+        for p in &phdrs {
+            if p.offset.checked_add(p.filesz).is_none_or(|e| e > MAX_FILE_POS) || p.vaddr.checked_add(p.memsz).is_none_or(|e| e > MAX_VADDR) {
+                return Err(corrupt(format!("segment {:#x}+{:#x} at {:#x}+{:#x} out of range", p.offset, p.filesz, p.vaddr, p.memsz)));
+            }
+        }
+        for sh in &shdrs {
+            if sh.offset.checked_add(sh.size).is_none_or(|e| e > MAX_FILE_POS) || sh.addr.checked_add(sh.size).is_none_or(|e| e > MAX_VADDR) {
+                return Err(corrupt(format!("section {:#x}+{:#x} at {:#x} out of range", sh.offset, sh.size, sh.addr)));
+            }
+        }
         Ok(ElfFile { len, eh, phdrs, shdrs, shstrtab })
     }
 

@@ -9,8 +9,34 @@ use super::headers::{sym_value, Rela, Shdr, RELA_SIZE, SHT_REL, SHT_RELA, SHT_RE
 use super::{corrupt, ElfError, ElfFile};
 use crate::io::{read_exact_at, read_vec_at, LeBytes, ReadAt};
 
-/// Relocation tables larger than this are not real (librocsparse's is 295 KB).
+/// Relocation tables larger than this, alone or together, are not real
+/// (librocsparse's is 295 KB): the bound keeps a file whose section headers
+/// point many times at one table from costing memory per header.
 const MAX_RELOC_TABLE: u64 = 256 << 20;
+
+/// In-place relocated addresses kept at most (RELR packs 63 per word, so
+/// a small table can claim very many; real libraries have far fewer
+/// relative relocations than this).
+const MAX_IN_PLACE: usize = 1 << 20;
+
+/// The distinct relocation sections of types `types`, read within the
+/// overall byte bound (a table listed twice is read once).
+fn tables<'a>(elf: &'a ElfFile, types: &[u32]) -> Result<Vec<&'a Shdr>, ElfError> {
+    let mut seen = HashSet::new();
+    let mut total = 0u64;
+    let mut out = Vec::new();
+    for sh in elf.shdrs.iter().filter(|s| types.contains(&s.sh_type)) {
+        if !seen.insert((sh.sh_type, sh.offset, sh.size)) {
+            continue;
+        }
+        total = total.saturating_add(sh.size);
+        if total > MAX_RELOC_TABLE {
+            return Err(corrupt(format!("relocation sections total over {MAX_RELOC_TABLE} bytes")));
+        }
+        out.push(sh);
+    }
+    Ok(out)
+}
 
 /// One SHT_RELA section, parsed.
 #[derive(Debug, Clone)]
@@ -32,7 +58,7 @@ fn table_bytes(src: &dyn ReadAt, elf: &ElfFile, sh: &Shdr) -> Result<Vec<u8>, El
 /// All SHT_RELA sections in section-index order.
 pub fn rela_sections(src: &dyn ReadAt, elf: &ElfFile) -> Result<Vec<RelaSection>, ElfError> {
     let mut out = Vec::new();
-    for sh in elf.shdrs.iter().filter(|s| s.sh_type == SHT_RELA) {
+    for sh in tables(elf, &[SHT_RELA])? {
         let entsize = if sh.entsize == 0 { RELA_SIZE } else { sh.entsize };
         if entsize != RELA_SIZE {
             return Err(ElfError::Unsupported(format!("RELA entry size {entsize}")));
@@ -62,11 +88,15 @@ pub fn symbol_target(src: &dyn ReadAt, elf: &ElfFile, symtab: u32, sym: u32, add
 /// entry and every SHT_REL entry.
 pub fn in_place_relocated(src: &dyn ReadAt, elf: &ElfFile) -> Result<HashSet<u64>, ElfError> {
     let mut out = HashSet::new();
-    for sh in elf.shdrs.iter().filter(|s| s.sh_type == SHT_RELR || s.sh_type == SHT_REL) {
+    let too_many = || corrupt(format!("over {MAX_IN_PLACE} in-place relocations"));
+    for sh in tables(elf, &[SHT_RELR, SHT_REL])? {
         let bytes = table_bytes(src, elf, sh)?;
         if sh.sh_type == SHT_REL {
             for e in bytes.chunks_exact(16) {
                 out.insert(e.u64_at(0).unwrap_or(0));
+                if out.len() > MAX_IN_PLACE {
+                    return Err(too_many());
+                }
             }
             continue;
         }
@@ -76,6 +106,9 @@ pub fn in_place_relocated(src: &dyn ReadAt, elf: &ElfFile) -> Result<HashSet<u64
         for w in bytes.chunks_exact(8).filter_map(|c| c.u64_at(0)) {
             if w & 1 == 0 {
                 out.insert(w);
+                if out.len() > MAX_IN_PLACE {
+                    return Err(too_many());
+                }
                 next = w.wrapping_add(8);
             } else {
                 let mut bits = w >> 1;
@@ -83,6 +116,9 @@ pub fn in_place_relocated(src: &dyn ReadAt, elf: &ElfFile) -> Result<HashSet<u64
                 while bits != 0 {
                     if bits & 1 != 0 {
                         out.insert(addr);
+                        if out.len() > MAX_IN_PLACE {
+                            return Err(too_many());
+                        }
                     }
                     bits >>= 1;
                     addr = addr.wrapping_add(8);

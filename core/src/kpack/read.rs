@@ -95,7 +95,11 @@ impl Archive {
         match &self.toc.scheme {
             Scheme::None { .. } => Ok(stored),
             Scheme::Zstd { .. } => {
-                let out = zstd::bulk::decompress(&stored, e.original_size as usize)
+                // Streamed, so memory grows with what the frame really
+                // decodes to, never with the TOC's claim.
+                let mut out = Vec::new();
+                let dec = zstd::stream::read::Decoder::new(stored.as_slice()).map_err(|err| KpackError::Decompress(err.to_string()))?;
+                std::io::Read::read_to_end(&mut std::io::Read::take(dec, e.original_size.saturating_add(1)), &mut out)
                     .map_err(|err| KpackError::Decompress(err.to_string()))?;
                 if out.len() as u64 != e.original_size {
                     return Err(KpackError::Decompress(format!(
@@ -164,11 +168,21 @@ pub(crate) fn parse_toc(bytes: &[u8]) -> Result<Toc, KpackError> {
     let mut toc = Vec::new();
     if let Some(t) = get("toc") {
         let t = t.as_map().ok_or_else(|| field("toc", "not a map"))?;
+        let mut keys = std::collections::HashSet::new();
         for (k, archs) in t {
             let (Some(k), Some(archs)) = (k.as_str(), archs.as_map()) else { continue };
+            // A key or arch listed twice has no single meaning (readers
+            // differ on which copy wins): such a TOC is refused.
+            if !keys.insert(k) {
+                return Err(field("toc", format!("key {k:?} listed twice")));
+            }
             let mut list = Vec::new();
+            let mut arch_names = std::collections::HashSet::new();
             for (a, e) in archs {
                 let (Some(a), Some(e)) = (a.as_str(), e.as_map()) else { continue };
+                if !arch_names.insert(a) {
+                    return Err(field("toc", format!("arch {a:?} listed twice under {k:?}")));
+                }
                 let Some(ordinal) = msgpack::map_get(e, "ordinal").and_then(as_u64) else { continue };
                 list.push((
                     a.to_string(),
@@ -204,4 +218,21 @@ pub(crate) fn parse_toc(bytes: &[u8]) -> Result<Toc, KpackError> {
         Scheme::None { blobs }
     };
     Ok(Toc { format_version, group_name, gfx_arch_family, gfx_arches, toc, scheme })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fuzzer find (kept in `core/fuzz/regressions/kpack/`): a TOC listing
+    /// `gfx906` twice under one key, with different ordinals, was read as
+    /// two entries while lookups answered with the first.
+    #[test]
+    fn duplicate_toc_entries_are_refused() {
+        let data = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/regressions/kpack/dup-arch-in-toc")).unwrap();
+        match Archive::open(&data) {
+            Err(KpackError::TocField("toc", why)) => assert!(why.contains("listed twice"), "{why}"),
+            other => panic!("expected a refused TOC, got {:?}", other.map(|a| a.toc.toc.len())),
+        }
+    }
 }

@@ -114,11 +114,20 @@ impl FatBinary {
 
     /// The archives (second stage), computed once from `src`, which must be
     /// the source version this plan was made from.
-    pub fn archives(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming) -> Arc<Archives> {
-        self.archives.get_or_init(|| Arc::new(self.plan_stage2(src, selection, naming))).clone()
+    ///
+    /// A failed read of the source (other than a read past its end, which
+    /// is the file's own shape) is returned and not remembered: the next
+    /// request tries again, instead of the binary's archives lacking that
+    /// wrapper's code objects for the life of the plan.
+    pub fn archives(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming) -> std::io::Result<Arc<Archives>> {
+        if let Some(a) = self.archives.get() {
+            return Ok(a.clone());
+        }
+        let a = Arc::new(self.plan_stage2(src, selection, naming)?);
+        Ok(self.archives.get_or_init(|| a).clone())
     }
 
-    fn plan_stage2(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming) -> Archives {
+    fn plan_stage2(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming) -> std::io::Result<Archives> {
         let plan = &self.plan;
         let fat_end = plan.fat_offset + plan.fat_size;
         // Bundle headers are scattered over the section: ask for all of them
@@ -140,18 +149,23 @@ impl FatBinary {
                 a.objects.push(Vec::new());
                 continue;
             };
-            let objs = by_offset.entry(off).or_insert_with(|| {
+            if !by_offset.contains_key(&off) {
                 let at = plan.fat_offset + off;
-                bundle::parse_chunk(src, at, fat_end)
-                    .and_then(|chunk| bundle::chunk_objects(src, &chunk, w.index as usize))
-                    .map_err(|e| e.to_string())
-            });
-            match objs {
-                Ok(o) => a.objects.push(o.clone()),
-                Err(e) => {
+                let r = bundle::parse_chunk(src, at, fat_end).and_then(|chunk| bundle::chunk_objects(src, &chunk, w.index as usize));
+                match r {
+                    Err(bundle::BundleError::Io(e)) if e.kind() != std::io::ErrorKind::UnexpectedEof => return Err(e),
+                    r => {
+                        by_offset.insert(off, r.map_err(|e| e.to_string()));
+                    }
+                }
+            }
+            match by_offset.get(&off) {
+                Some(Ok(o)) => a.objects.push(o.clone()),
+                Some(Err(e)) => {
                     a.problems.push(format!("wrapper {}: {e}", w.index));
                     a.objects.push(Vec::new());
                 }
+                None => a.objects.push(Vec::new()), // (inserted above)
             }
         }
         for o in a.objects.iter().flatten() {
@@ -163,7 +177,7 @@ impl FatBinary {
         }
         a.targets.sort();
         a.by_name = self.plan_archives(&a, selection, naming);
-        a
+        Ok(a)
     }
 
     /// Archive file name for a file target string.

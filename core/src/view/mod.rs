@@ -84,7 +84,9 @@ impl Error {
             Error::Changed(_) | Error::Layout(_) => libc::EIO,
             Error::Io(e) => match e.kind() {
                 io::ErrorKind::NotFound => libc::ENOENT,
-                io::ErrorKind::InvalidInput => libc::ENOENT,
+                // Our own refusals of a path or file kind (no OS code): to
+                // the reader the name does not exist. An OS EINVAL stays one.
+                io::ErrorKind::InvalidInput if e.raw_os_error().is_none() => libc::ENOENT,
                 io::ErrorKind::PermissionDenied => libc::EACCES,
                 _ => match e.raw_os_error() {
                     Some(libc::ELOOP) | Some(libc::EXDEV) => libc::ENOENT,
@@ -638,16 +640,35 @@ impl View {
     }
 
     /// Cheap, cached: does this file (by identity) look like a fat binary?
+    /// Only definite answers are cached: a file that could not be opened or
+    /// read now (out of descriptors, an I/O error) is asked again next
+    /// time, so its `.kpack` directory never goes missing for good while
+    /// the binary itself is served transformed.
     fn probe(&self, rel: &Path, st: &SourceStat) -> bool {
         if let Some(p) = self.probes.get(&st.id()) {
             return *p;
         }
+        // A plan made for this very version already knows.
+        if let Some(cell) = self.analyses.get(&(st.id(), rel.to_path_buf())).map(|c| c.clone()) {
+            if let Some(a) = cell.get() {
+                return matches!(a, Analysis::Fat(_));
+            }
+        }
         let fat = match self.tree.open_file(rel) {
-            Ok((f, _)) => host::probe(&f),
-            Err(_) => false,
+            Ok((f, fst)) if fst.id() == st.id() => host::probe_checked(&f),
+            Ok(_) => return false, // changed meanwhile: its own event follows
+            Err(e) => Err(e),
         };
-        self.probes.insert(st.id(), fat);
-        fat
+        match fat {
+            Ok(fat) => {
+                self.probes.insert(st.id(), fat);
+                fat
+            }
+            Err(e) => {
+                log::debug!("{}: probe failed ({e}); will retry", rel.display());
+                false
+            }
+        }
     }
 
     /// Plans (once per identity and path) how a regular file is served.
@@ -711,7 +732,7 @@ impl View {
         if fst.id() != fb.id {
             return Err(Error::Changed(rel.display().to_string()));
         }
-        let a = fb.archives(&file, &self.cfg.selection, self.cfg.naming);
+        let a = fb.archives(&file, &self.cfg.selection, self.cfg.naming)?;
         if !a.problems.is_empty() {
             log::warn!("{}: some wrappers have no code objects: {}", rel.display(), a.problems.join("; "));
         }
@@ -733,18 +754,25 @@ impl View {
     fn synth_archive(&self, bin_dir: &Path, name: &str) -> Result<Option<Node>> {
         let Some((group, _)) = name.strip_suffix(".kpack").and_then(|s| s.rsplit_once('_')) else { return Ok(None) };
         let bin = bin_dir.join(group);
-        let st = match self.tree.stat(&bin) {
-            Ok(st) if st.kind == SourceKind::File => st,
-            _ => return Ok(None),
-        };
-        match self.file_node(&bin, st) {
-            Ok(Node::Transformed(fst, fb)) => {
-                let archives = self.archives(&bin, &fb)?;
-                Ok(archives.by_name.get(name).cloned().map(|a| Node::Archive(fst, fb, a)))
+        // A binary replaced between its stat and its planning is looked at
+        // again (as `open` does), rather than failing the lookup.
+        for _ in 0..3 {
+            let st = match self.tree.stat(&bin) {
+                Ok(st) if st.kind == SourceKind::File => st,
+                _ => return Ok(None),
+            };
+            match self.file_node(&bin, st) {
+                Ok(Node::Transformed(fst, fb)) => match self.archives(&bin, &fb) {
+                    Ok(archives) => return Ok(archives.by_name.get(name).cloned().map(|a| Node::Archive(fst, fb, a))),
+                    Err(Error::Changed(_)) => continue,
+                    Err(e) => return Err(e),
+                },
+                Ok(_) | Err(Error::NotFound) => return Ok(None),
+                Err(Error::Changed(_)) => continue,
+                Err(e) => return Err(e),
             }
-            Ok(_) | Err(Error::NotFound) => Ok(None),
-            Err(e) => Err(e),
         }
+        Err(Error::Changed(bin.display().to_string()))
     }
 
     /// The (cached) listing of source directory `rel`.
@@ -1045,6 +1073,7 @@ impl View {
             content,
             file,
             id: fst.id(),
+            meta: (fst.perm, fst.uid, fst.gid, fst.nlink),
             attr: attr.clone(),
             last_end: AtomicU64::new(u64::MAX),
             prefetched: AtomicU64::new(0),
@@ -1166,6 +1195,9 @@ pub struct OpenFile {
     content: Content,
     file: File,
     id: SourceId,
+    /// Mode, owner and link count of the source when opened (see
+    /// [`OpenFile::unchanged`]).
+    meta: (u32, u32, u32, u64),
     attr: Attr,
     /// Where the previous read ended (sequential-access detection).
     last_end: AtomicU64,
@@ -1227,17 +1259,25 @@ impl OpenFile {
         &self.file
     }
 
+    /// Whether the source still holds the bytes this file was opened with.
+    /// A ctime change alone is accepted when it comes with a metadata
+    /// change that explains it — unlinked or renamed over (the usual
+    /// upgrade: link count), chmod, chown — since readers that still have
+    /// the old version open or mapped must keep getting it. A ctime change
+    /// with nothing else visibly different is a rewrite that restored the
+    /// size and mtime (`cp -p`, `rsync --inplace -t`): refused.
+    fn unchanged(&self, now: &SourceStat) -> bool {
+        let id = now.id();
+        id == self.id || (id.same_content(&self.id) && (now.perm, now.uid, now.gid, now.nlink) != self.meta)
+    }
+
     /// Fills `buf` from `offset`; returns the count (short only at EOF).
     /// Fails with [`Error::Changed`] rather than serve bytes of a source
     /// that changed under the plan.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let store = Blobs { cache: &self.blobs, slots: &self.slots, id: self.id };
         let r = self.layout().read_at(offset, buf, &self.file, &store);
-        // Content identity only: an unlinked or renamed-over file (the
-        // usual upgrade), a chmod or a new hard link change the ctime of
-        // the open version but not its bytes, and readers that still have
-        // it open or mapped must keep getting them.
-        let still = source::fstat_file(&self.file).map(|s| s.id().same_content(&self.id)).unwrap_or(false);
+        let still = source::fstat_file(&self.file).is_ok_and(|s| self.unchanged(&s));
         if !still {
             return Err(Error::Changed(self.path.display().to_string()));
         }
