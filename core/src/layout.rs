@@ -109,6 +109,9 @@ pub struct Layout {
     len: u64,
 }
 
+/// Largest piece of a decoded code object one read decodes and holds.
+const BLOB_WINDOW: u64 = 16 << 20;
+
 impl Layout {
     pub fn new() -> Layout {
         Layout::default()
@@ -255,13 +258,25 @@ impl Layout {
                 }
                 Piece::Zeros => out.fill(0),
                 Piece::Blob { blob, offset: bo } => {
-                    // The whole extent (one code object) is the unit decoded and cached.
-                    let d = blobs.object(src, blob, *bo, e.len)?;
-                    let s = within as usize;
+                    // The whole extent (one code object) is the unit decoded
+                    // and cached — up to BLOB_WINDOW; a larger one (only
+                    // hostile input comes near) is decoded window by window,
+                    // so no read holds more than a window in memory.
+                    let win = within / BLOB_WINDOW * BLOB_WINDOW;
+                    let wlen = (e.len - win).min(BLOB_WINDOW);
+                    let n = n.min((win + wlen - within) as usize);
+                    let out = &mut out[..n];
+                    let d = blobs.object(src, blob, *bo + win, wlen)?;
+                    let s = (within - win) as usize;
                     let slice = d.get(s..s + n).ok_or_else(|| {
                         LayoutError::Decode(BundleError::Ccob { at: blob.at, what: "decoded blob shorter than planned".into() })
                     })?;
                     out.copy_from_slice(slice);
+                    done += n;
+                    if within + n as u64 >= e.len {
+                        i += 1;
+                    }
+                    continue;
                 }
             }
             done += n;
@@ -341,6 +356,52 @@ impl Layout {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Serves byte `i` of a blob as `i % 251`, recording the largest piece
+    /// asked for.
+    struct Synthetic(std::sync::atomic::AtomicU64);
+
+    impl BlobStore for Synthetic {
+        fn object(&self, _src: &dyn ReadAt, _blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+            self.0.fetch_max(len, std::sync::atomic::Ordering::Relaxed);
+            Ok(Arc::new((offset..offset + len).map(|i| (i % 251) as u8).collect()))
+        }
+    }
+
+    /// A code object larger than a window is decoded window by window:
+    /// reads across window and extent edges are right, and no request
+    /// exceeds a window (a hostile CCOB claiming gigabytes costs a window
+    /// of memory per read, not its claim).
+    #[test]
+    fn large_blobs_are_read_in_windows() {
+        let header = CcobHeader { version: 3, method: crate::bundle::ccob::CcobMethod::Zstd, total_size: Some(100), uncompressed_size: 3 * BLOB_WINDOW + 77, hash: 0, header_len: 32 };
+        let blob = Arc::new(BlobRef { at: 0, len: 100, header });
+        let mut l = Layout::new();
+        l.push_bytes(vec![7u8; 10]);
+        l.push_blob(blob, 5, 2 * BLOB_WINDOW + 50);
+        l.push_bytes(vec![9u8; 10]);
+        let store = Synthetic(std::sync::atomic::AtomicU64::new(0));
+        let want = |pos: u64| -> u8 {
+            let end = 10 + 2 * BLOB_WINDOW + 50;
+            if pos < 10 {
+                7
+            } else if pos < end {
+                ((pos - 10 + 5) % 251) as u8
+            } else {
+                9
+            }
+        };
+        let src: Vec<u8> = Vec::new();
+        for (off, len) in [(0u64, 64usize), (BLOB_WINDOW, 4096), (10 + BLOB_WINDOW - 3, 10), (2 * BLOB_WINDOW, (BLOB_WINDOW + 200) as usize), (5, 1 << 20)] {
+            let mut buf = vec![0u8; len];
+            let n = l.read_at(off, &mut buf, &src, &store).unwrap();
+            assert_eq!(n as u64, len.min((l.len() - off) as usize) as u64);
+            for (k, b) in buf[..n].iter().enumerate() {
+                assert_eq!(*b, want(off + k as u64), "byte {}", off + k as u64);
+            }
+        }
+        assert!(store.0.load(std::sync::atomic::Ordering::Relaxed) <= BLOB_WINDOW);
+    }
 
     fn model_apply(model: &mut Vec<u8>, layout: &mut Layout, op: &(u8, u64, u64, u8)) {
         let (kind, a, b, byte) = *op;
