@@ -292,7 +292,9 @@ mod imp {
     //! on every component, so a reparse point inside the tree is never
     //! followed, and opens files with `FILE_FLAG_OPEN_REPARSE_POINT`, so one
     //! swapped in at the last moment is opened as itself (and refused as
-    //! not a regular file). A component with `:` is refused: on NTFS it
+    //! not a regular file); every opened handle's final path is checked to
+    //! lie beneath the root, so a directory swapped for a junction between
+    //! the checks and the open is caught. A component with `:` is refused: on NTFS it
     //! would name an alternate data stream, which is not part of the tree.
     //! File identity (`dev`, `ino`, `nlink`) comes from
     //! `GetFileInformationByHandle` (volume serial number, file index), so
@@ -302,6 +304,9 @@ mod imp {
 
     pub struct SourceTree {
         root: PathBuf,
+        /// The root as the handles of files beneath it name it (see
+        /// [`SourceTree::beneath`]).
+        real_root: Option<PathBuf>,
     }
 
     #[cfg(not(windows))]
@@ -363,8 +368,8 @@ mod imp {
         use std::path::Path;
         use windows_sys::Win32::Foundation::FILETIME;
         use windows_sys::Win32::Storage::FileSystem::{
-            GetDiskFreeSpaceExW, GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_DIRECTORY,
-            FILE_ATTRIBUTE_READONLY, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
+            GetDiskFreeSpaceExW, GetFileInformationByHandle, GetFinalPathNameByHandleW, BY_HANDLE_FILE_INFORMATION,
+            FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_READONLY, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
         };
 
         use super::{HandleInfo, Time};
@@ -413,6 +418,29 @@ mod imp {
             OpenOptions::new().read(true).custom_flags(FILE_FLAG_OPEN_REPARSE_POINT).open(p)
         }
 
+        /// The path the open handle really names (`\\?\C:\…`, the form
+        /// `std::fs::canonicalize` gives), whatever junctions were crossed
+        /// to open it.
+        pub fn final_path(f: &File) -> io::Result<std::path::PathBuf> {
+            use std::os::windows::ffi::OsStringExt;
+            let mut buf = vec![0u16; 512];
+            loop {
+                // SAFETY: the handle is open; `buf` is valid for `len` u16s.
+                // Flags 0: normalized name, DOS volume name.
+                let n = unsafe { GetFinalPathNameByHandleW(f.as_raw_handle() as _, buf.as_mut_ptr(), buf.len() as u32, 0) } as usize;
+                if n == 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if n < buf.len() {
+                    return Ok(std::ffi::OsString::from_wide(&buf[..n]).into());
+                }
+                if n > 1 << 16 {
+                    return Err(io::Error::other("final path too long"));
+                }
+                buf.resize(n + 1, 0);
+            }
+        }
+
         /// (total, free, available to the caller) bytes of the volume.
         pub fn disk_space(p: &Path) -> io::Result<(u64, u64, u64)> {
             let wide: Vec<u16> = p.as_os_str().encode_wide().chain(Some(0)).collect();
@@ -458,6 +486,10 @@ mod imp {
         pub fn disk_space(_p: &Path) -> io::Result<(u64, u64, u64)> {
             Ok((0, 0, 0))
         }
+
+        pub fn final_path(_f: &File) -> io::Result<std::path::PathBuf> {
+            Err(io::Error::new(io::ErrorKind::Unsupported, "no final path here"))
+        }
     }
 
     /// `stat` of an entry opened with [`os::open_entry`] or a file: the
@@ -472,7 +504,8 @@ mod imp {
             if !std::fs::metadata(root)?.is_dir() {
                 return Err(io::Error::new(io::ErrorKind::NotADirectory, "source is not a directory"));
             }
-            Ok(SourceTree { root: root.to_path_buf() })
+            let real_root = std::fs::canonicalize(root).ok();
+            Ok(SourceTree { root: root.to_path_buf(), real_root })
         }
 
         pub fn root(&self) -> &Path {
@@ -501,13 +534,34 @@ mod imp {
             Ok(p)
         }
 
+        /// Checks that an opened handle names something beneath the root:
+        /// the per-component checks of [`Self::resolve`] and the opening
+        /// by path are two steps, and a directory swapped for a junction
+        /// between them would be followed. The handle tells the truth.
+        fn beneath(&self, f: &File) -> io::Result<()> {
+            let Some(root) = &self.real_root else { return Ok(()) };
+            match os::final_path(f) {
+                Ok(p) if p.starts_with(root) => Ok(()),
+                Ok(p) => Err(io::Error::new(io::ErrorKind::NotFound, format!("{} lies outside the source", p.display()))),
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+
         pub fn stat(&self, rel: &Path) -> io::Result<SourceStat> {
-            stat_file(&os::open_entry(&self.resolve(rel, true)?)?)
+            let f = os::open_entry(&self.resolve(rel, true)?)?;
+            self.beneath(&f)?;
+            stat_file(&f)
         }
 
         pub fn read_dir(&self, rel: &Path) -> io::Result<Vec<(OsString, Option<SourceKind>)>> {
             let mut out = Vec::new();
-            for e in std::fs::read_dir(self.resolve(rel, false)?)? {
+            let p = self.resolve(rel, false)?;
+            // (Names only: a swap between this check and the listing could
+            // show names from elsewhere, never contents — every entry is
+            // checked again when opened.)
+            self.beneath(&os::open_entry(&p)?)?;
+            for e in std::fs::read_dir(&p)? {
                 let e = e?;
                 let kind = e.file_type().ok().map(|ft| {
                     if ft.is_symlink() {
@@ -532,6 +586,7 @@ mod imp {
         pub fn open_file(&self, rel: &Path) -> io::Result<(File, SourceStat)> {
             let p = self.resolve(rel, false)?;
             let f = os::open_read(&p)?;
+            self.beneath(&f)?;
             let st = stat_file(&f)?;
             if st.kind != SourceKind::File {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));

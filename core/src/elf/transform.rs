@@ -404,13 +404,21 @@ fn zero_page(st: &mut State<'_>, fatbin: &Shdr, fatbin_idx: usize) -> Result<(),
         return Err(corrupt(".hip_fatbin is not wholly inside its segment's file image"));
     }
 
+    // File offsets behind the removed pages move up; one inside them
+    // names bytes that are gone (only a corrupt file has anything but
+    // `.hip_fatbin` there).
+    let shift = |off: u64, what: &str| -> Result<u64, ElfError> {
+        if off >= aoff + asz {
+            Ok(off - asz)
+        } else if off > aoff {
+            Err(corrupt(format!("{what} at {off:#x} lies in .hip_fatbin's pages")))
+        } else {
+            Ok(off)
+        }
+    };
+    st.eh.phoff = shift(st.eh.phoff, "program header table")?;
+    st.eh.shoff = shift(st.eh.shoff, "section header table")?;
     st.buf.delete(aoff, asz)?;
-    if st.eh.phoff > aoff {
-        st.eh.phoff -= asz;
-    }
-    if st.eh.shoff > aoff {
-        st.eh.shoff -= asz;
-    }
     let piece = |vaddr: u64, memsz: u64, offset: u64, filesz: u64| Phdr {
         p_type: PT_LOAD,
         flags: t.flags,
@@ -439,9 +447,7 @@ fn zero_page(st: &mut State<'_>, fatbin: &Shdr, fatbin_idx: usize) -> Result<(),
             h.extend_from_slice(&pieces);
         } else {
             let mut p = *p;
-            if p.offset > aoff {
-                p.offset -= asz;
-            }
+            p.offset = shift(p.offset, "segment")?;
             h.push(p);
         }
     }
@@ -452,8 +458,11 @@ fn zero_page(st: &mut State<'_>, fatbin: &Shdr, fatbin_idx: usize) -> Result<(),
     for (i, s) in st.shdrs.iter_mut().enumerate() {
         if i == fatbin_idx {
             s.sh_type = SHT_NOBITS;
-        } else if s.offset > aoff {
-            s.offset -= asz;
+        } else if s.sh_type == SHT_NOBITS || s.size == 0 {
+            // No bytes in the file: any offset will do, none may wrap.
+            s.offset = shift(s.offset, "section").unwrap_or(aoff);
+        } else {
+            s.offset = shift(s.offset, "section")?;
         }
     }
     let table = st.shdr_table();
