@@ -368,11 +368,26 @@ fn check_no_fatbin_pointers(
             }
         }
     }
-    for &a in implicit.iter().filter(|a| !slots.contains(a)) {
-        if let Some(off) = vaddr_to_offset(&st.phdrs, a) {
-            if off + 8 <= st.buf.len() && inside(st.read_u64(off)?) {
-                return Err(corrupt(format!("pointer at {a:#x} still points into .hip_fatbin")));
-            }
+    // In file order, through a window, so a RELR-packed library's many
+    // relocated words cost a few reads, not one each.
+    let mut offs: Vec<(u64, u64)> = implicit
+        .iter()
+        .filter(|a| !slots.contains(a))
+        .filter_map(|&a| vaddr_to_offset(&st.phdrs, a).map(|o| (o, a)))
+        .filter(|(o, _)| o.checked_add(8).is_some_and(|e| e <= st.buf.len()))
+        .collect();
+    offs.sort_unstable();
+    const WINDOW: u64 = 64 << 10;
+    let (mut win_at, mut win) = (0u64, Vec::new());
+    for (off, a) in offs {
+        if off < win_at || off + 8 > win_at + win.len() as u64 {
+            win_at = off;
+            win = st.buf.read_vec(off, WINDOW.min(st.buf.len() - off) as usize, st.src)?;
+        }
+        let s = (off - win_at) as usize;
+        let v = win.get(s..s + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).unwrap_or(0);
+        if inside(v) {
+            return Err(corrupt(format!("pointer at {a:#x} still points into .hip_fatbin")));
         }
     }
     Ok(())
@@ -505,4 +520,34 @@ fn verify(st: &State<'_>) -> Result<(), ElfError> {
         return Err(corrupt("header table past end of output"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Step E's widened check: a word relocated in place (DT_RELR) that
+    /// still points into `.hip_fatbin` after the wrappers are redirected
+    /// would be zero-paged under a live pointer, so the file is refused
+    /// (served unchanged).
+    #[test]
+    fn an_in_place_relocated_pointer_into_the_fat_section_is_refused() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../test_assets/bin/librelr.so");
+        let mut data = std::fs::read(path).unwrap();
+        let marker = crate::marker::Marker::for_group("librelr.so", 0, "lib/librelr.so").encode();
+        let elf = ElfFile::parse(&data).unwrap();
+        assert!(plan(&data, &elf, &marker).is_ok(), "the asset itself plans");
+        let fat = elf.shdrs[elf.find_section(crate::elf::FATBIN_SECTION).unwrap()];
+        let seg = elf.shdrs[elf.find_section(WRAPPER_SECTION).unwrap()];
+        let slots: Vec<u64> = (0..seg.size / WRAPPER_SIZE).map(|i| seg.addr + WRAPPER_SIZE * i + 8).collect();
+        let implicit = in_place_relocated(&data, &elf).unwrap();
+        let victim = implicit.iter().copied().filter(|a| !slots.contains(a)).min().expect("a RELR word other than the wrappers'");
+        let off = vaddr_to_offset(&elf.phdrs, victim).unwrap() as usize;
+        data[off..off + 8].copy_from_slice(&(fat.addr + 64).to_le_bytes());
+        let elf = ElfFile::parse(&data).unwrap();
+        match plan(&data, &elf, &marker) {
+            Err(ElfError::Corrupt(why)) => assert!(why.contains("still points into .hip_fatbin"), "{why}"),
+            other => panic!("expected a refusal, got {:?}", other.map(|p| p.layout.len())),
+        }
+    }
 }
