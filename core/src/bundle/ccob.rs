@@ -291,6 +291,13 @@ pub fn inner_bundles(src: &dyn ReadAt, at: u64, len: u64, h: &CcobHeader) -> Res
             Err(e) => return Err(e),
         }
     }
+    // Not one bundle filling the content (clang never writes that): scan the
+    // whole decoded content, within a bound — a hostile CCOB claiming
+    // gigabytes must not cost them in memory at planning time.
+    const FULL_SCAN_MAX: u64 = 64 << 20;
+    if h.uncompressed_size > FULL_SCAN_MAX {
+        return Err(err(at, format!("content of {} bytes is not a single bundle; too large to scan", h.uncompressed_size)));
+    }
     let data = decode(src, at, len, h)?;
     let chunks = scan_fatbin(&data, 0, data.len() as u64)?;
     let mut out = Vec::new();
@@ -344,4 +351,43 @@ pub fn encode(bundle: &[u8], version: u16, method: CcobMethod, level: i32) -> io
     out.extend_from_slice(&hash);
     out.extend_from_slice(&payload);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CCOB whose content is not one bundle is scanned whole only below a
+    /// bound: one claiming (and really decoding to) 80 MiB is refused
+    /// without being decoded, so planning costs no such memory.
+    #[test]
+    fn oversized_multi_part_content_is_not_decoded_whole() {
+        let id = b"hipv4-amdgcn-amd-amdhsa--gfx90a";
+        let mut content = Vec::new();
+        content.extend_from_slice(crate::bundle::BUNDLE_MAGIC);
+        content.extend_from_slice(&1u64.to_le_bytes());
+        let code_at = (32 + 24 + id.len()) as u64;
+        content.extend_from_slice(&code_at.to_le_bytes());
+        content.extend_from_slice(&16u64.to_le_bytes());
+        content.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        content.extend_from_slice(id);
+        content.extend_from_slice(&[0x7f; 16]);
+        // Incompressible bytes keep the ratio under the header check's
+        // limit; zeros fill the claim.
+        let mut x: u32 = 1;
+        content.extend((0..200_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        }));
+        content.resize(80 << 20, 0);
+        let ccob = encode(&content, 3, CcobMethod::Zstd, 1).unwrap();
+        let h = parse_header(&ccob, 0).unwrap();
+        assert_eq!(h.uncompressed_size, 80 << 20);
+        match inner_bundles(&ccob, 0, ccob.len() as u64, &h) {
+            Err(BundleError::Ccob { what, .. }) => assert!(what.contains("too large to scan"), "{what}"),
+            other => panic!("expected a refusal, got {:?}", other.map(|v| v.len())),
+        }
+    }
 }
