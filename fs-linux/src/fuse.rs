@@ -121,7 +121,6 @@ pub struct KpackFs {
     /// passthrough-able mid-life, when its local copy is ready), so the
     /// choice is made under this lock. (The kernel also rejects a second,
     /// different backing id for an inode.)
-    /// rejects a second, different one).
     backing: Mutex<IoModes>,
     watcher: Option<Arc<crate::watch::Watcher>>,
 }
@@ -235,9 +234,8 @@ impl Filesystem for KpackFs {
             // can appear when its binary changes, with no source event for
             // its own name.
             Err(e) if e.errno() == libc::ENOENT => {
-                let mut neg = fuse_attr(&negative_attr());
-                neg.ino = INodeNo(0);
-                reply.entry_with_ttls(&self.ttl.min(NEGATIVE_TTL), &self.ttl.min(NEGATIVE_TTL), &neg, Generation(0))
+                let ttl = self.ttl.min(NEGATIVE_TTL);
+                reply.entry_with_ttls(&ttl, &ttl, &fuse_attr(&negative_attr()), Generation(0))
             }
             Err(e) => reply.error(errno(&e)),
         }

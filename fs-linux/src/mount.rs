@@ -124,6 +124,16 @@ fn detach_lazily(mnt: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Detaches `mnt` lazily if it is still mounted (`why` goes to the log).
+fn detach_if_still_mounted(mnt: &Path, why: &str) {
+    if is_mountpoint(mnt) {
+        log::info!("{} {why}: detaching it lazily", mnt.display());
+        if let Err(e) = detach_lazily(mnt) {
+            log::error!("detaching {}: {e}", mnt.display());
+        }
+    }
+}
+
 /// Reads the device number from mountinfo: stat()ing the mountpoint itself
 /// would ask this very daemon.
 fn raise_readahead(mnt: &Path) {
@@ -341,12 +351,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
             if let Err(e) = unmounter.unmount() {
                 log::warn!("unmounting {}: {e}", sig_mnt.display());
             }
-            if is_mountpoint(&sig_mnt) {
-                log::info!("{} is busy: detaching it lazily", sig_mnt.display());
-                if let Err(e) = detach_lazily(&sig_mnt) {
-                    log::error!("detaching {}: {e}", sig_mnt.display());
-                }
-            }
+            detach_if_still_mounted(&sig_mnt, "busy");
             // A second signal ends the grace period early.
             let deadline = std::time::Instant::now() + GRACE;
             while std::time::Instant::now() < deadline && signals.pending().next().is_none() {
@@ -371,12 +376,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     // The session can end with the mount still attached: with
     // --auto-unmount, fusermount's watchdog unmounts without MNT_DETACH and
     // gives up if the mount is busy. Never leave a dead mount behind.
-    if is_mountpoint(&mnt) {
-        log::info!("{} still attached after the session ended; detaching it lazily", mnt.display());
-        if let Err(e) = detach_lazily(&mnt) {
-            log::error!("detaching {}: {e}", mnt.display());
-        }
-    }
+    detach_if_still_mounted(&mnt, "still attached after the session ended");
     log::info!("counters at unmount:\n{}", view.stats());
     r.map_err(|e| Failure::runtime(format!("FUSE session: {e}")))
 }
