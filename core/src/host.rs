@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::elf::{self, ElfError, ElfFile};
-use crate::io::{read_exact_at, ReadAt};
+use crate::io::{is_transient, read_exact_at, ReadAt};
 use crate::layout::Layout;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +67,11 @@ impl fmt::Display for NotTransformed {
 pub fn detect(src: &dyn ReadAt) -> Option<HostFormat> {
     let mut magic = [0u8; 4];
     read_exact_at(src, 0, &mut magic).ok()?;
-    match &magic {
+    format_of(&magic)
+}
+
+fn format_of(magic: &[u8; 4]) -> Option<HostFormat> {
+    match magic {
         b"\x7fELF" => Some(HostFormat::Elf),
         [b'M', b'Z', _, _] => Some(HostFormat::Pe),
         _ => None,
@@ -91,22 +95,21 @@ pub fn probe(src: &dyn ReadAt) -> bool {
 /// a file that definitely is or is not a fat binary. Reads past the end of
 /// the file are definite: the file is short, not the disk unwell.
 pub fn probe_checked(src: &dyn ReadAt) -> std::io::Result<bool> {
-    let transient = |e: &std::io::Error| e.kind() != std::io::ErrorKind::UnexpectedEof;
     let mut magic = [0u8; 4];
     match read_exact_at(src, 0, &mut magic) {
         Ok(()) => {}
-        Err(e) if transient(&e) => return Err(e),
+        Err(e) if is_transient(&e) => return Err(e),
         Err(_) => return Ok(false),
     }
-    match detect(src) {
+    match format_of(&magic) {
         Some(HostFormat::Elf) => match ElfFile::parse(src).and_then(|f| f.classify()) {
             Ok(()) => Ok(true),
-            Err(ElfError::Io(e)) if transient(&e) => Err(e),
+            Err(ElfError::Io(e)) if is_transient(&e) => Err(e),
             Err(_) => Ok(false),
         },
         Some(HostFormat::Pe) => match crate::coff::PeFile::parse(src).and_then(|p| p.classify()) {
             Ok(()) => Ok(true),
-            Err(crate::coff::CoffError::Io(e)) if transient(&e) => Err(e),
+            Err(crate::coff::CoffError::Io(e)) if is_transient(&e) => Err(e),
             Err(_) => Ok(false),
         },
         None => Ok(false),

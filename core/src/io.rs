@@ -42,6 +42,13 @@ pub fn read_exact_at(src: &dyn ReadAt, mut offset: u64, mut buf: &mut [u8]) -> i
     Ok(())
 }
 
+/// Whether a read error may go away on retry (a failing disk, no
+/// descriptors left) rather than describe the file: a read past the end
+/// (`UnexpectedEof`) is the file's own shape, and answers stay cacheable.
+pub fn is_transient(e: &io::Error) -> bool {
+    e.kind() != io::ErrorKind::UnexpectedEof
+}
+
 /// Reads exactly `len` bytes at `offset` into a new vector. The caller must
 /// have bounded `len` against the source size: this is the only place that
 /// allocates from a length that came out of a header.

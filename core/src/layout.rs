@@ -248,7 +248,18 @@ impl Layout {
             let Some(e) = self.extents.get(i) else { break };
             let pos = offset + done as u64;
             let within = pos - e.start;
-            let n = ((e.len - within) as usize).min(total - done);
+            // A code object is the unit decoded and cached — up to
+            // BLOB_WINDOW; a larger one (only hostile input comes near) is
+            // decoded window by window, so no read holds more than a window
+            // in memory. Other pieces are one window.
+            let (win, win_end) = match e.piece {
+                Piece::Blob { .. } => {
+                    let win = within / BLOB_WINDOW * BLOB_WINDOW;
+                    (win, (win + BLOB_WINDOW).min(e.len))
+                }
+                _ => (0, e.len),
+            };
+            let n = ((win_end - within) as usize).min(total - done);
             let out = &mut buf[done..done + n];
             match &e.piece {
                 Piece::Source { offset: so } => read_exact_at(src, so + within, out)?,
@@ -258,29 +269,18 @@ impl Layout {
                 }
                 Piece::Zeros => out.fill(0),
                 Piece::Blob { blob, offset: bo } => {
-                    // The whole extent (one code object) is the unit decoded
-                    // and cached — up to BLOB_WINDOW; a larger one (only
-                    // hostile input comes near) is decoded window by window,
-                    // so no read holds more than a window in memory.
-                    let win = within / BLOB_WINDOW * BLOB_WINDOW;
-                    let wlen = (e.len - win).min(BLOB_WINDOW);
-                    let n = n.min((win + wlen - within) as usize);
-                    let out = &mut out[..n];
-                    let d = blobs.object(src, blob, *bo + win, wlen)?;
+                    let d = blobs.object(src, blob, *bo + win, win_end - win)?;
                     let s = (within - win) as usize;
                     let slice = d.get(s..s + n).ok_or_else(|| {
                         LayoutError::Decode(BundleError::Ccob { at: blob.at, what: "decoded blob shorter than planned".into() })
                     })?;
                     out.copy_from_slice(slice);
-                    done += n;
-                    if within + n as u64 >= e.len {
-                        i += 1;
-                    }
-                    continue;
                 }
             }
             done += n;
-            i += 1;
+            if within + n as u64 == e.len {
+                i += 1;
+            }
         }
         Ok(done)
     }

@@ -10,12 +10,13 @@
 //! That makes the Feb-2026 loader (first matching archive wins, B9) and the
 //! newest one (falls through) resolve identically.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use crate::bundle::{self, CodeObject, ObjectLocation};
 use crate::host::{self, HostPlan, NotTransformed};
-use crate::io::ReadAt;
+use crate::io::{is_transient, ReadAt};
 use crate::kpack::{ArchiveSpec, BlobData};
 use crate::layout::{BlobRef, Layout};
 use crate::marker::Marker;
@@ -149,23 +150,22 @@ impl FatBinary {
                 a.objects.push(Vec::new());
                 continue;
             };
-            if !by_offset.contains_key(&off) {
-                let at = plan.fat_offset + off;
-                let r = bundle::parse_chunk(src, at, fat_end).and_then(|chunk| bundle::chunk_objects(src, &chunk, w.index as usize));
-                match r {
-                    Err(bundle::BundleError::Io(e)) if e.kind() != std::io::ErrorKind::UnexpectedEof => return Err(e),
-                    r => {
-                        by_offset.insert(off, r.map_err(|e| e.to_string()));
-                    }
+            let objs = match by_offset.entry(off) {
+                Entry::Occupied(o) => o.into_mut(),
+                Entry::Vacant(v) => {
+                    let at = plan.fat_offset + off;
+                    v.insert(match bundle::parse_chunk(src, at, fat_end).and_then(|chunk| bundle::chunk_objects(src, &chunk, w.index as usize)) {
+                        Err(bundle::BundleError::Io(e)) if is_transient(&e) => return Err(e),
+                        r => r.map_err(|e| e.to_string()),
+                    })
                 }
-            }
-            match by_offset.get(&off) {
-                Some(Ok(o)) => a.objects.push(o.clone()),
-                Some(Err(e)) => {
+            };
+            match objs {
+                Ok(o) => a.objects.push(o.clone()),
+                Err(e) => {
                     a.problems.push(format!("wrapper {}: {e}", w.index));
                     a.objects.push(Vec::new());
                 }
-                None => a.objects.push(Vec::new()), // (inserted above)
             }
         }
         for o in a.objects.iter().flatten() {

@@ -331,15 +331,13 @@ const TMP_PREFIX: &str = ".tmp-";
 /// Whether process `pid` exists (where that cannot be told, assume it does,
 /// so nothing another daemon is writing is ever deleted).
 fn process_alive(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
     #[cfg(target_os = "linux")]
     {
         Path::new("/proc").join(pid.to_string()).exists()
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = pid;
         true
     }
 }
@@ -1083,7 +1081,7 @@ impl View {
             path: rel.to_path_buf(),
             materialized: None,
         };
-        let mut of = make(content.clone(), file);
+        let mut of = make(content, file);
         if let (Some(m), false) = (&self.materializer, matches!(of.content, Content::Pass(_))) {
             let key = Materializer::key(self.tree.root(), rel, &fst, &self.cfg);
             match m.existing(&key, of.len()) {
@@ -1091,7 +1089,7 @@ impl View {
                 None if m.claim(&key) => {
                     // The copy is written from a second handle, in the background.
                     match self.tree.open_file(&bin_rel) {
-                        Ok((f2, st2)) if st2.id() == fst.id() => m.submit(key, make(content, f2)),
+                        Ok((f2, st2)) if st2.id() == fst.id() => m.submit(key, make(of.content.clone(), f2)),
                         _ => m.release(&key),
                     }
                 }
@@ -1124,7 +1122,10 @@ impl View {
     /// planning): `ls -l`, `cp -a` and `rsync -X` list attributes of every
     /// file they touch.
     pub fn xattr_names(&self, ino: u64) -> Result<Vec<&'static str>> {
-        let attr = self.getattr(ino)?;
+        Ok(Self::xattr_names_of(ino, &self.getattr(ino)?))
+    }
+
+    fn xattr_names_of(ino: u64, attr: &Attr) -> Vec<&'static str> {
         let mut v = vec![XATTR_ORIGIN];
         if ino == ROOT_INO {
             v.extend([XATTR_STATS, XATTR_ARCH, XATTR_SOURCE]);
@@ -1132,7 +1133,7 @@ impl View {
         if attr.origin == Origin::Transformed {
             v.push(XATTR_TARGETS);
         }
-        Ok(v)
+        v
     }
 
     /// The value of attribute `name` of node `ino`, or `None` if it has no
@@ -1140,11 +1141,12 @@ impl View {
     /// plans the binary's archives (a scan of its bundle headers), which
     /// nothing else about a listing needs.
     pub fn xattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>> {
-        if !self.xattr_names(ino)?.contains(&name) {
+        let attr = self.getattr(ino)?;
+        if !Self::xattr_names_of(ino, &attr).contains(&name) {
             return Ok(None);
         }
         Ok(Some(match name {
-            XATTR_ORIGIN => self.getattr(ino)?.origin.to_string().into_bytes(),
+            XATTR_ORIGIN => attr.origin.to_string().into_bytes(),
             XATTR_STATS => self.stats().to_string().into_bytes(),
             XATTR_ARCH => self.cfg.selection.to_string().into_bytes(),
             XATTR_SOURCE => self.cfg.source.to_string_lossy().into_owned().into_bytes(),
@@ -1275,8 +1277,7 @@ impl OpenFile {
     /// Fails with [`Error::Changed`] rather than serve bytes of a source
     /// that changed under the plan.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let store = Blobs { cache: &self.blobs, slots: &self.slots, id: self.id };
-        let r = self.layout().read_at(offset, buf, &self.file, &store);
+        let r = self.layout().read_at(offset, buf, &self.file, &self.blob_store());
         let still = source::fstat_file(&self.file).is_ok_and(|s| self.unchanged(&s));
         if !still {
             return Err(Error::Changed(self.path.display().to_string()));
