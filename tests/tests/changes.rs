@@ -42,6 +42,17 @@ fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Replaces the source's `lib/libtwo.so` the way package managers do (a
+/// copy of `libmulti.so` renamed over it), waits until `served` (its path in
+/// the mount) shows the new content, and returns that content.
+fn replace_libtwo_by_rename(root: &Path, served: &Path, arch: &str) -> Vec<u8> {
+    fs::copy(assets().join("bin/libmulti.so"), root.join("lib/.new")).unwrap();
+    fs::rename(root.join("lib/.new"), root.join("lib/libtwo.so")).unwrap();
+    let new = transformed("libmulti.so", "libtwo.so", arch);
+    assert!(eventually(5, || fs::read(served).map(|b| b == new).unwrap_or(false)), "renamed-over file not served anew");
+    new
+}
+
 #[test]
 fn changes_under_a_live_mount() {
     require_root();
@@ -57,10 +68,7 @@ fn changes_under_a_live_mount() {
 
     // Replace by rename: the new content appears (size included), the open
     // handle keeps serving the old version or fails — never a mix.
-    fs::copy(assets().join("bin/libmulti.so"), root.join("lib/.new")).unwrap();
-    fs::rename(root.join("lib/.new"), root.join("lib/libtwo.so")).unwrap();
-    let new = transformed("libmulti.so", "libtwo.so", arch);
-    assert!(eventually(5, || fs::read(&two).map(|b| b == new).unwrap_or(false)), "renamed-over file not served anew");
+    let new = replace_libtwo_by_rename(root, &two, arch);
     assert_eq!(fs::metadata(&two).unwrap().len(), new.len() as u64);
     // The old version is still open, so its bytes still exist: a handle
     // on it keeps reading them — from the daemon, not just from cached pages.
@@ -336,10 +344,7 @@ fn materialized_copies_follow_source_changes_and_orphans_are_removed() {
     assert!(first[0].1 == old, "local copy differs from the view");
 
     // A new source version: its copy replaces the old one, not beside it.
-    fs::copy(assets().join("bin/libmulti.so"), root.join("lib/.new")).unwrap();
-    fs::rename(root.join("lib/.new"), root.join("lib/libtwo.so")).unwrap();
-    let new = transformed("libmulti.so", "libtwo.so", arch);
-    assert!(eventually(5, || fs::read(&two).map(|b| b == new).unwrap_or(false)), "renamed-over file not served anew");
+    let new = replace_libtwo_by_rename(root, &two, arch);
     assert!(eventually(10, || { let c = copies(); c.len() == 1 && c[0].0 != first[0].0 }), "copy of the old version not replaced: {:?}", copies().iter().map(|c| &c.0).collect::<Vec<_>>());
     let c = copies();
     assert!(c[0].1 == new, "local copy of the new version differs from the view ({} vs {} bytes)", c[0].1.len(), new.len());
@@ -374,10 +379,7 @@ print(hashlib.sha256(mm[:]).hexdigest(), flush=True)
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     assert_eq!(line.trim(), "mapped");
-    fs::copy(assets().join("bin/libmulti.so"), root.join("lib/.new")).unwrap();
-    fs::rename(root.join("lib/.new"), root.join("lib/libtwo.so")).unwrap();
-    let new = transformed("libmulti.so", "libtwo.so", arch);
-    assert!(eventually(5, || fs::read(&lib).map(|b| b == new).unwrap_or(false)), "renamed-over file not served anew");
+    let new = replace_libtwo_by_rename(root, &lib, arch);
     let _ = fs::write("/proc/sys/vm/drop_caches", "3");
     std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
     line.clear();
