@@ -1,9 +1,10 @@
 //! `kpackfs bake`: write a view to disk — the packager's fast path, and the
 //! oracle the mount tests compare against.
 //!
-//! Files are written extent by extent from their layouts: source ranges go
-//! through `copy_file_range` (an in-kernel copy, no user-space buffer), so
-//! baking a 1.3 GB library for one target costs a few megabytes of memory.
+//! Files are written by [`crate::copy`] extent by extent from their
+//! layouts (source ranges by in-kernel copy), so baking a 1.3 GB library
+//! for one target costs a few megabytes of memory; compressed archives come
+//! from the data cache, where `mount` and earlier bakes may have left them.
 
 use std::ffi::OsString;
 use std::fs::{self, File, FileTimes, OpenOptions};
@@ -13,9 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use thiserror::Error;
 
-use crate::layout::Piece;
 use crate::source::Time;
-use crate::view::{self, NodeType, OpenFile, Origin, View, ROOT_INO};
+use crate::view::{self, NodeType, Origin, View, ROOT_INO};
 
 #[derive(Debug, Error)]
 pub enum BakeError {
@@ -150,90 +150,6 @@ fn set_link_times(_p: &Path, _a: Time, _m: Time) -> io::Result<()> {
     Ok(())
 }
 
-/// Copies `len` bytes of `src` at `src_off` to `dst` at `dst_off` in the
-/// kernel where possible.
-#[cfg(target_os = "linux")]
-fn copy_range(src: &File, mut src_off: u64, dst: &File, mut dst_off: u64, mut len: u64) -> io::Result<()> {
-    while len > 0 {
-        let chunk = len.min(1 << 30) as usize;
-        match rustix::fs::copy_file_range(src, Some(&mut src_off), dst, Some(&mut dst_off), chunk) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "source shorter than planned")),
-            Ok(n) => len -= n as u64,
-            Err(e) if e == rustix::io::Errno::XDEV || e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::INVAL || e == rustix::io::Errno::OPNOTSUPP => {
-                return copy_range_buffered(src, src_off, dst, dst_off, len)
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
-
-#[cfg(not(target_os = "linux"))]
-fn copy_range(src: &File, src_off: u64, dst: &File, dst_off: u64, len: u64) -> io::Result<()> {
-    copy_range_buffered(src, src_off, dst, dst_off, len)
-}
-
-fn copy_range_buffered(src: &File, mut src_off: u64, dst: &File, mut dst_off: u64, mut len: u64) -> io::Result<()> {
-    let mut buf = vec![0u8; (1 << 20).min(len as usize)];
-    while len > 0 {
-        let n = (buf.len() as u64).min(len) as usize;
-        crate::io::read_exact_at(src, src_off, &mut buf[..n])?;
-        write_all_at(dst, &buf[..n], dst_off)?;
-        src_off += n as u64;
-        dst_off += n as u64;
-        len -= n as u64;
-    }
-    Ok(())
-}
-
-fn write_all_at(f: &File, mut buf: &[u8], mut off: u64) -> io::Result<()> {
-    while !buf.is_empty() {
-        #[cfg(unix)]
-        let n = std::os::unix::fs::FileExt::write_at(f, buf, off)?;
-        #[cfg(windows)]
-        let n = std::os::windows::fs::FileExt::seek_write(f, buf, off)?;
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
-        }
-        buf = &buf[n..];
-        off += n as u64;
-    }
-    Ok(())
-}
-
-/// Writes the content of `f` to `dst`.
-pub(crate) fn write_file(f: &OpenFile, dst: &File) -> Result<u64, view::Error> {
-    let layout = f.layout();
-    let mut buf = Vec::new();
-    for e in layout.extents() {
-        match &e.piece {
-            Piece::Source { offset } => copy_range(f.source_file(), *offset, dst, e.start, e.len)?,
-            Piece::Zeros => {}
-            _ => {
-                let mut pos = e.start;
-                let end = e.start + e.len;
-                while pos < end {
-                    let n = ((end - pos) as usize).min(1 << 20);
-                    buf.resize(n, 0);
-                    let got = f.read_at(pos, &mut buf)?;
-                    if got != n {
-                        return Err(view::Error::Changed("short read".into()));
-                    }
-                    write_all_at(dst, &buf, pos)?;
-                    pos += n as u64;
-                }
-            }
-        }
-    }
-    dst.set_len(layout.len())?;
-    // The source must still be the one we planned from.
-    let mut probe = [0u8; 1];
-    if layout.len() > 0 {
-        f.read_at(0, &mut probe)?;
-    }
-    Ok(layout.len())
-}
-
 /// Bakes the whole view into `dest` (which must not exist or be empty).
 pub fn bake(view: &View, dest: &Path, progress: &mut dyn FnMut(&Progress<'_>)) -> Result<BakeReport, BakeError> {
     match fs::read_dir(dest) {
@@ -273,7 +189,7 @@ pub fn bake(view: &View, dest: &Path, progress: &mut dyn FnMut(&Progress<'_>)) -
                 NodeType::File => {
                     let f = view.open(a.ino).map_err(view_err(&child_rel))?;
                     let dst = OpenOptions::new().write(true).create_new(true).open(&out).map_err(io_err(&out))?;
-                    report.bytes += write_file(&f, &dst).map_err(view_err(&child_rel))?;
+                    report.bytes += f.write_to(&dst).map_err(view_err(&child_rel))?;
                     dst.set_times(FileTimes::new().set_accessed(systime(a.atime)).set_modified(systime(a.mtime))).map_err(io_err(&out))?;
                     drop(dst);
                     set_perm(&out, a.perm).map_err(io_err(&out))?;

@@ -16,7 +16,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use crate::bundle::CcobMethod;
 use crate::resolve::{self, LoaderEnv, LoaderGen};
 use crate::target::{Selection, TargetId};
-use crate::view::{ArchiveNaming, View, ViewConfig};
+use crate::data_cache::DiskCache;
+use crate::view::{ArchiveCompression, ArchiveNaming, CopyPolicy, View, ViewConfig};
 use crate::wrapper::WrapperKind;
 
 /// A user-facing failure with its exit status.
@@ -65,6 +66,27 @@ pub enum Naming {
     Processor,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Compression {
+    /// Scheme `none`: code objects stored as they are.
+    None,
+    /// Scheme `zstd-per-kernel`: one level-3 zstd frame per code object.
+    Zstd,
+    /// `zstd` where the code objects come from compressed (CCOB) bundles,
+    /// `none` where they are plain ranges of the source (served without a copy).
+    Auto,
+}
+
+impl From<Compression> for ArchiveCompression {
+    fn from(c: Compression) -> Self {
+        match c {
+            Compression::None => ArchiveCompression::None,
+            Compression::Zstd => ArchiveCompression::Zstd,
+            Compression::Auto => ArchiveCompression::Auto,
+        }
+    }
+}
+
 impl From<Naming> for ArchiveNaming {
     fn from(n: Naming) -> Self {
         match n {
@@ -89,6 +111,31 @@ pub struct ViewArgs {
     /// processor on Windows, whose names cannot hold ':'].
     #[arg(long, value_enum)]
     pub archive_names: Option<Naming>,
+    /// How archives store code objects.
+    #[arg(long, value_enum, default_value_t = Compression::Auto)]
+    pub archive_compression: Compression,
+    /// Persistent cache of compressed archives and local copies, shared by
+    /// mounts and bakes of the same source [default: /var/cache/kpackfs for
+    /// root, $XDG_CACHE_HOME/kpackfs (~/.cache/kpackfs) for a user,
+    /// %LOCALAPPDATA%\kpackfs on Windows]; `none`: no cache directory
+    /// (compressed archives are then kept in memory).
+    #[arg(long, value_name = "DIR|none")]
+    pub cache_dir: Option<PathBuf>,
+    /// Largest size of the cache directory; least recently used entries
+    /// are evicted beyond it.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "10G")]
+    pub cache_dir_size: u64,
+}
+
+impl ViewArgs {
+    /// The cache directory to use, if any.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        match &self.cache_dir {
+            Some(d) if d.as_os_str() == "none" => None,
+            Some(d) => Some(d.clone()),
+            None => crate::data_cache::default_dir(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -208,7 +255,45 @@ pub fn source_dir(source: Option<&Path>) -> Result<PathBuf, Failure> {
 pub fn view_config(source: PathBuf, args: &ViewArgs, default_naming: Naming) -> Result<ViewConfig, Failure> {
     let arch = args.arch.as_deref().ok_or_else(|| Failure::usage("--arch is required (e.g. --arch gfx90a:xnack-)"))?;
     let selection = Selection::parse(arch).map_err(|e| Failure::usage(format!("--arch {arch:?}: {e}")))?;
-    Ok(ViewConfig { source, selection, cache_bytes: args.cache_size, naming: args.archive_names.unwrap_or(default_naming).into() })
+    Ok(ViewConfig {
+        source,
+        selection,
+        cache_bytes: args.cache_size,
+        naming: args.archive_names.unwrap_or(default_naming).into(),
+        compression: args.archive_compression.into(),
+    })
+}
+
+/// The view a command serves, with its cache directory (see
+/// [`ViewArgs::cache_dir`]) holding what `policy` says.
+pub fn open_view(cfg: ViewConfig, args: &ViewArgs, policy: CopyPolicy) -> Result<View, Failure> {
+    let src = cfg.source.clone();
+    let view = View::new(cfg).map_err(|e| Failure::usage(format!("source {}: {e}", src.display())))?;
+    let Some(dir) = args.cache_dir() else {
+        if policy == CopyPolicy::All {
+            return Err(Failure::usage("--materialize needs a cache directory (--cache-dir)"));
+        }
+        return Ok(view);
+    };
+    let disk = DiskCache::open(&dir, args.cache_dir_size).map_err(|e| Failure::usage(format!("--cache-dir: {e}")))?;
+    view.with_disk_cache(std::sync::Arc::new(disk), policy).map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))
+}
+
+/// One warning line when the selection matches no code object of the
+/// install at `source` (a typo'd target, or an install built for other
+/// GPUs): the view then serves every binary with empty archives. `None`
+/// when something matches or the install has no device code at all.
+pub fn selection_warning(source: &Path, selection: &Selection) -> Option<String> {
+    let r = crate::archs::archs(source).ok()?;
+    let carried: Vec<&String> = r.targets.iter().filter(|(_, u)| u.code_objects > 0).map(|(t, _)| t).collect();
+    if carried.is_empty() {
+        return None;
+    }
+    let matched = carried.iter().any(|t| TargetId::parse(t).is_ok_and(|t| selection.selects(&t)));
+    (!matched).then(|| {
+        let list: Vec<&str> = carried.iter().map(|t| t.as_str()).collect();
+        format!("--arch {selection} matches no code object in {}; it carries: {}", source.display(), list.join(", "))
+    })
 }
 
 /// Writes command output to stdout; a reader that went away (`| head`)
@@ -231,7 +316,11 @@ fn status_line(s: &str) -> String {
 
 fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
     let src = source_dir(Some(&args.source))?;
-    let view = View::new(view_config(src, &args.view, default_naming)?).map_err(|e| Failure::usage(format!("source {}: {e}", args.source.display())))?;
+    let cfg = view_config(src.clone(), &args.view, default_naming)?;
+    if let Some(w) = selection_warning(&src, &cfg.selection) {
+        log::warn!("{w}");
+    }
+    let view = open_view(cfg, &args.view, CopyPolicy::Never)?;
     let start = Instant::now();
     let mut last = Instant::now();
     let quiet = args.quiet;

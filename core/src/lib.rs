@@ -6,7 +6,7 @@
 //! wrapper ([`wrapper`]), the kpack marker ([`marker`]), `.kpack` archives
 //! ([`kpack`]), the ELF and PE planners ([`elf`], [`coff`]) that express the
 //! reference kpack transform as a lazy [`layout::Layout`], database file
-//! rules ([`db`]), and the offline paths ([`bake`], [`inspect`], [`resolve`]).
+//! rules ([`db`]), the caches ([`data_cache`]), and the offline paths ([`bake`], [`inspect`], [`resolve`]).
 
 pub mod bundle;
 pub mod io;
@@ -17,7 +17,8 @@ pub mod msgpack;
 pub mod target;
 pub mod wrapper;
 pub mod elf;
-pub mod cache;
+pub mod copy;
+pub mod data_cache;
 pub mod coff;
 pub mod db;
 pub mod host;

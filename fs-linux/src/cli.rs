@@ -49,16 +49,18 @@ pub struct MountArgs {
     /// Never use kernel FUSE passthrough for unchanged files.
     #[arg(long)]
     pub no_passthrough: bool,
-    /// Keep local copies of transformed binaries and archives in DIR and
-    /// serve them through kernel passthrough once written (native
-    /// page-cache speed for hot files; costs their size on disk).
-    #[arg(long, value_name = "DIR")]
-    pub materialize: Option<PathBuf>,
+    /// Keep local copies of every transformed binary and archive in the
+    /// cache directory and serve them through kernel passthrough once
+    /// written (native page-cache speed for hot files; costs their size on
+    /// disk). Without it only archives that cost a decode are copied.
+    #[arg(long)]
+    pub materialize: bool,
     /// Where the detached daemon logs (default: nowhere).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
     /// fstab-style options: arch=…, allow_other, auto_unmount, cache_size=…,
-    /// threads=…, ttl=…, archive_names=…, materialize=DIR, foreground; generic mount options
+    /// threads=…, ttl=…, archive_names=…, archive_compression=…, cache_dir=…,
+    /// cache_dir_size=…, materialize, foreground; generic mount options
     /// (ro, nodev, nosuid, noatime, defaults, nofail, _netdev, x-*) are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,

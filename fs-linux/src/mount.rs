@@ -19,8 +19,8 @@ use std::time::Duration;
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::cli::MountArgs;
-use kpackfs_core::cli::{normalize_args, parse_size, source_dir, view_config, Failure, Naming};
-use kpackfs_core::view::View;
+use kpackfs_core::cli::{normalize_args, open_view, parse_size, selection_warning, source_dir, view_config, Compression, Failure, Naming};
+use kpackfs_core::view::CopyPolicy;
 
 /// Set in the detached child: report readiness on stdout.
 const READY_ENV: &str = "KPACKFS_REPORT_READY";
@@ -62,7 +62,17 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
                 })
             }
             "log_file" => args.log_file = Some(PathBuf::from(need(k, v)?)),
-            "materialize" => args.materialize = Some(PathBuf::from(need(k, v)?)),
+            "materialize" => args.materialize = true,
+            "cache_dir" => args.view.cache_dir = Some(PathBuf::from(need(k, v)?)),
+            "cache_dir_size" => args.view.cache_dir_size = parse_size(need(k, v)?).map_err(Failure::usage)?,
+            "archive_compression" => {
+                args.view.archive_compression = match need(k, v)? {
+                    "none" => Compression::None,
+                    "zstd" => Compression::Zstd,
+                    "auto" => Compression::Auto,
+                    x => return Err(Failure::usage(format!("-o archive_compression={x}: use none, zstd or auto"))),
+                }
+            }
             // Generic options mount(8)/mount.fuse3/systemd pass along: the
             // view is always read-only, nodev, nosuid.
             "ro" | "rw" | "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "atime" | "noatime" | "relatime" | "auto" | "noauto"
@@ -250,21 +260,23 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     if src.starts_with(&mnt) {
         return Err(Failure::usage(format!("source {} lies inside the mountpoint {}", src.display(), mnt.display())));
     }
-    let materialize = match &args.materialize {
-        None => None,
-        Some(dir) => {
-            let canon = std::fs::create_dir_all(dir)
-                .and_then(|()| std::fs::canonicalize(dir))
-                .map_err(|e| Failure::usage(format!("--materialize {}: {e}", dir.display())))?;
-            if canon.starts_with(&mnt) {
-                return Err(Failure::usage(format!("--materialize {} lies inside the mountpoint", dir.display())));
-            }
-            if canon.starts_with(&src) {
-                return Err(Failure::usage(format!("--materialize {} lies inside the source", dir.display())));
-            }
-            Some(canon)
+    // The cache directory is written by the daemon: never inside its own
+    // mount (a deadlock) nor inside the source (entries would show up in
+    // the view and be watched as source changes).
+    if let Some(dir) = args.view.cache_dir() {
+        let canon = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::canonicalize(&dir))
+            .map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))?;
+        if canon.starts_with(&mnt) {
+            return Err(Failure::usage(format!("--cache-dir {} lies inside the mountpoint", dir.display())));
         }
-    };
+        if canon.starts_with(&src) {
+            return Err(Failure::usage(format!("--cache-dir {} lies inside the source", dir.display())));
+        }
+        args.view.cache_dir = Some(canon);
+    } else if args.materialize {
+        return Err(Failure::usage("--materialize needs a cache directory (--cache-dir)"));
+    }
     if !args.foreground {
         return detach();
     }
@@ -287,11 +299,19 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     let mut signals = signal_hook::iterator::Signals::new(&sigs).map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
     let detached = std::env::var_os(READY_ENV).is_some();
     let log = if detached { Some(open_log(args.log_file.as_deref())?) } else { None };
-    let mut view = View::new(cfg).map_err(|e| Failure::usage(format!("source {}: {e}", src.display())))?;
-    if let Some(dir) = &materialize {
-        view = view.with_materialize_dir(dir).map_err(|e| Failure::usage(format!("--materialize {}: {e}", dir.display())))?;
-    }
-    let view = Arc::new(view);
+    // Whether the selection matches anything is told once, in the
+    // background: the scan reads every binary's bundle headers.
+    let (check_src, check_sel) = (src.clone(), cfg.selection.clone());
+    let check = std::thread::Builder::new()
+        .name("kpackfs-check".into())
+        .spawn(move || {
+            if let Some(w) = selection_warning(&check_src, &check_sel) {
+                log::warn!("{w}");
+            }
+        })
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let policy = if args.materialize { CopyPolicy::All } else { CopyPolicy::Decoding };
+    let view = Arc::new(open_view(cfg, &args.view, policy)?);
     let watcher = match crate::watch::Watcher::new(&src) {
         Ok(w) => Some(w),
         Err(e) => {
@@ -363,6 +383,12 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(e.to_string()))?;
 
     if let Some(log) = &log {
+        // Give the selection check a moment, so its warning reaches the
+        // terminal that ran `mount` rather than only the log.
+        let until = std::time::Instant::now() + Duration::from_millis(500);
+        while !check.is_finished() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let mut out = std::io::stdout();
         let _ = writeln!(out, "ready");
         let _ = out.flush();

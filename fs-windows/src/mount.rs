@@ -13,7 +13,7 @@ use winapi::um::consoleapi::SetConsoleCtrlHandler;
 use crate::app::{source_dir, view_config, Failure};
 use crate::cli::{MountArgs, MountPoint, Naming};
 use crate::dokan_fs::KpackDokan;
-use kpackfs_core::view::View;
+
 
 /// The mount point the console handler unmounts.
 static MOUNTED_AT: OnceLock<U16CString> = OnceLock::new();
@@ -81,7 +81,7 @@ pub fn run(args: MountArgs) -> Result<(), Failure> {
         log::warn!("--archive-names target: archives whose names contain ':' (feature-qualified targets) cannot be shown on Windows");
     }
 
-    let view = Arc::new(View::new(cfg).map_err(|e| Failure::usage(format!("source {}: {e}", src.display())))?);
+    let view = Arc::new(kpackfs_core::cli::open_view(cfg, &args.view, kpackfs_core::view::CopyPolicy::Decoding)?);
     let handler = KpackDokan::new(view.clone(), args.case_sensitive);
     let mount_point = U16CString::from_str(&mp_str).map_err(|_| Failure::usage(format!("mountpoint {mp_str:?}: invalid")))?;
     let mut flags = MountFlags::WRITE_PROTECT;

@@ -57,7 +57,7 @@ pub const READ_ONLY: NtStatus = STATUS_MEDIA_WRITE_PROTECTED;
 /// | `StaleInode`, `Changed` (the source file changed under an open handle) | `STATUS_FILE_INVALID` |
 /// | source `PermissionDenied` | `STATUS_ACCESS_DENIED` |
 /// | source sharing violation (Windows error 32) | `STATUS_SHARING_VIOLATION` |
-/// | any other source I/O error, `Layout` | `STATUS_IO_DEVICE_ERROR` |
+/// | any other source I/O error, `Layout`, `Cache` | `STATUS_IO_DEVICE_ERROR` |
 pub fn from_view_error(e: &view::Error) -> NtStatus {
     use view::Error as E;
     match e {
@@ -66,7 +66,7 @@ pub fn from_view_error(e: &view::Error) -> NtStatus {
         E::IsDir => STATUS_FILE_IS_A_DIRECTORY,
         E::InvalidName | E::NameTooLong => STATUS_OBJECT_NAME_INVALID,
         E::StaleInode(_) | E::Changed(_) => STATUS_FILE_INVALID,
-        E::Layout(_) => STATUS_IO_DEVICE_ERROR,
+        E::Layout(_) | E::Cache(_) => STATUS_IO_DEVICE_ERROR,
         E::Io(io) => from_io_error(io),
     }
 }

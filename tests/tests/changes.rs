@@ -379,7 +379,7 @@ print(hashlib.sha256(mm[:]).hexdigest(), flush=True)
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     assert_eq!(line.trim(), "mapped");
-    let new = replace_libtwo_by_rename(root, &lib, arch);
+    let _new = replace_libtwo_by_rename(root, &lib, arch);
     let _ = fs::write("/proc/sys/vm/drop_caches", "3");
     std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
     line.clear();

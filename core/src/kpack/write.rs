@@ -2,6 +2,7 @@
 //! (FORMATS.md §5.2–5.4): key order, smallest MessagePack forms, no blob
 //! alignment.
 
+use std::io::{Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 use crate::io::ReadAt;
@@ -141,20 +142,62 @@ impl ArchiveSpec {
         out
     }
 
-    /// Scheme `zstd-per-kernel`: each code object one zstd frame with the
-    /// content size in its header and no checksum, as the reference writes.
+    /// Scheme `zstd-per-kernel` in memory (see [`ArchiveSpec::write_zstd`]).
     pub fn bytes_zstd(&self, src: &dyn ReadAt, store: &dyn BlobStore, level: i32) -> Result<Vec<u8>, KpackError> {
-        let mut c = zstd::bulk::Compressor::new(level).map_err(|e| KpackError::Decompress(e.to_string()))?;
-        let cfg = |e: std::io::Error| KpackError::Decompress(e.to_string());
-        c.include_contentsize(true).map_err(cfg)?;
-        c.include_checksum(false).map_err(cfg)?;
-        let mut frames = Vec::with_capacity(self.blobs.len());
-        for b in &self.blobs {
-            let data = b.read(src, store).map_err(|e| KpackError::Io(std::io::Error::other(e.to_string())))?;
-            frames.push(c.compress(&data).map_err(cfg)?);
-        }
-        Ok(self.bytes_zstd_frames(&frames))
+        let mut out = std::io::Cursor::new(Vec::new());
+        self.write_zstd(src, store, level, &mut out)?;
+        Ok(out.into_inner())
     }
+
+    /// Scheme `zstd-per-kernel`, streamed to `out`: each code object one
+    /// zstd frame with the content size in its header and no checksum, as
+    /// the reference writes. Objects are read and compressed a few at a
+    /// time on all cores (frames are independent) and written in ordinal
+    /// order, so memory holds one batch, never the archive. Returns the
+    /// archive's length.
+    pub fn write_zstd<W: Write + Seek + ?Sized>(&self, src: &dyn ReadAt, store: &dyn BlobStore, level: i32, out: &mut W) -> Result<u64, KpackError> {
+        let io = |e: std::io::Error| KpackError::Io(e);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+        let count = u32::try_from(self.blobs.len()).map_err(|_| KpackError::Decompress("too many code objects".into()))?;
+        out.seek(SeekFrom::Start(0)).map_err(io)?;
+        out.write_all(&header(0)).map_err(io)?;
+        out.write_all(&count.to_le_bytes()).map_err(io)?;
+        let mut region: u64 = 4;
+        for batch in self.blobs.chunks(threads) {
+            let frames: Vec<Result<Vec<u8>, KpackError>> = std::thread::scope(|s| {
+                let hs: Vec<_> = batch.iter().map(|b| s.spawn(move || compress_one(b, src, store, level))).collect();
+                hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(KpackError::Decompress("compression thread panicked".into())))).collect()
+            });
+            for f in frames {
+                let f = f?;
+                let n = u32::try_from(f.len()).map_err(|_| KpackError::Decompress("zstd frame over 4 GiB".into()))?;
+                out.write_all(&n.to_le_bytes()).map_err(io)?;
+                out.write_all(&f).map_err(io)?;
+                region += 4 + f.len() as u64;
+            }
+        }
+        if region > u64::from(u32::MAX) {
+            return Err(KpackError::Decompress("zstd region over 4 GiB".into()));
+        }
+        let toc = encode_toc(&self.toc_with(Scheme::Zstd { offset: HEADER_LEN, size: region }));
+        out.write_all(&toc).map_err(io)?;
+        out.seek(SeekFrom::Start(0)).map_err(io)?;
+        out.write_all(&header(HEADER_LEN + region)).map_err(io)?;
+        out.seek(SeekFrom::End(0)).map_err(io)?;
+        out.flush().map_err(io)?;
+        Ok(HEADER_LEN + region + toc.len() as u64)
+    }
+}
+
+/// One code object as one zstd frame (content size in the header, no
+/// checksum: the runtime checks the exact decoded size instead).
+fn compress_one(b: &BlobData, src: &dyn ReadAt, store: &dyn BlobStore, level: i32) -> Result<Vec<u8>, KpackError> {
+    let cfg = |e: std::io::Error| KpackError::Decompress(e.to_string());
+    let data = b.read(src, store).map_err(|e| KpackError::Io(std::io::Error::other(e.to_string())))?;
+    let mut c = zstd::bulk::Compressor::new(level).map_err(cfg)?;
+    c.include_contentsize(true).map_err(cfg)?;
+    c.include_checksum(false).map_err(cfg)?;
+    c.compress(&data).map_err(cfg)
 }
 
 fn header(toc_offset: u64) -> [u8; HEADER_LEN as usize] {

@@ -42,15 +42,65 @@ pub enum ArchiveNaming {
     Processor,
 }
 
+/// How synthesized archives store their code objects (`--archive-compression`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArchiveCompression {
+    /// Scheme `none`: code objects back to back — for plain bundles, extents
+    /// of the source file served without a copy.
+    None,
+    /// Scheme `zstd-per-kernel`: one level-3 zstd frame per code object,
+    /// computed once (at the archive's first `stat`) and kept in the cache.
+    Zstd,
+    /// `zstd` for archives whose code objects come from compressed (CCOB)
+    /// bundles — stored uncompressed they would be many times the fat
+    /// install's size — and `none` where they are plain source ranges.
+    #[default]
+    Auto,
+}
+
+/// zstd level of compressed archives (the reference writer's).
+pub const ZSTD_LEVEL: i32 = 3;
+
 /// One archive of a binary.
 #[derive(Debug)]
 pub struct ArchivePlan {
     pub name: String,
     /// Arch keys (`gfx_arches`), most specific first.
     pub keys: Vec<TargetId>,
+    /// What the archive holds; the `zstd-per-kernel` form is written from it.
+    pub spec: ArchiveSpec,
+    /// The archive in scheme `none` (served when not compressed).
     pub layout: Layout,
+    /// Stored as `zstd-per-kernel` (else `none`, served from `layout`).
+    pub compressed: bool,
+    /// Length of the compressed form, once computed or found in the cache.
+    compressed_len: OnceLock<u64>,
     /// TOC entries (binary key × arch key).
     pub entries: usize,
+}
+
+impl ArchivePlan {
+    /// Bytes served, if known: the `none` layout's length, or the
+    /// compressed form's once it has been computed (see [`Self::set_compressed_len`]).
+    pub fn served_len(&self) -> Option<u64> {
+        if self.compressed {
+            self.compressed_len.get().copied()
+        } else {
+            Some(self.layout.len())
+        }
+    }
+
+    /// Records the compressed form's length (deterministic: the first
+    /// value stands).
+    pub fn set_compressed_len(&self, n: u64) -> u64 {
+        *self.compressed_len.get_or_init(|| n)
+    }
+
+    /// Whether serving the `none` form means decoding compressed bundles
+    /// (worth keeping on disk, unlike plain source extents).
+    pub fn decodes(&self) -> bool {
+        self.spec.blobs.iter().any(|b| matches!(b, BlobData::Decoded { .. }))
+    }
 }
 
 /// A fat binary planned for the view.
@@ -120,15 +170,15 @@ impl FatBinary {
     /// is the file's own shape) is returned and not remembered: the next
     /// request tries again, instead of the binary's archives lacking that
     /// wrapper's code objects for the life of the plan.
-    pub fn archives(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming) -> std::io::Result<Arc<Archives>> {
+    pub fn archives(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> std::io::Result<Arc<Archives>> {
         if let Some(a) = self.archives.get() {
             return Ok(a.clone());
         }
-        let a = Arc::new(self.plan_stage2(src, selection, naming)?);
+        let a = Arc::new(self.plan_stage2(src, selection, naming, compression)?);
         Ok(self.archives.get_or_init(|| a).clone())
     }
 
-    fn plan_stage2(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming) -> std::io::Result<Archives> {
+    fn plan_stage2(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> std::io::Result<Archives> {
         let plan = &self.plan;
         let fat_end = plan.fat_offset + plan.fat_size;
         // Bundle headers are scattered over the section: ask for all of them
@@ -176,7 +226,7 @@ impl FatBinary {
             }
         }
         a.targets.sort();
-        a.by_name = self.plan_archives(&a, selection, naming);
+        a.by_name = self.plan_archives(&a, selection, naming, compression);
         Ok(a)
     }
 
@@ -185,7 +235,7 @@ impl FatBinary {
         format!("{}_{}.kpack", self.group, file_target)
     }
 
-    fn plan_archives(&self, a: &Archives, selection: &Selection, naming: ArchiveNaming) -> BTreeMap<String, Arc<ArchivePlan>> {
+    fn plan_archives(&self, a: &Archives, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> BTreeMap<String, Arc<ArchivePlan>> {
         let selected: Vec<&TargetId> = a.targets.iter().filter(|t| selection.selects(t)).collect();
         let mut files: BTreeMap<String, Vec<TargetId>> = BTreeMap::new();
         for t in selected {
@@ -202,9 +252,16 @@ impl FatBinary {
             if name.len() > NAME_MAX {
                 continue;
             }
-            let (layout, entries) = self.build_archive(&a.objects, &file_target, &keys);
+            let (spec, entries) = self.build_archive(&a.objects, &file_target, &keys);
             if entries > 0 {
-                out.insert(name.clone(), Arc::new(ArchivePlan { name, keys, layout, entries }));
+                let decoded = spec.blobs.iter().any(|b| matches!(b, BlobData::Decoded { .. }));
+                let compressed = match compression {
+                    ArchiveCompression::None => false,
+                    ArchiveCompression::Zstd => true,
+                    ArchiveCompression::Auto => decoded,
+                };
+                let layout = spec.layout_none();
+                out.insert(name.clone(), Arc::new(ArchivePlan { name, keys, spec, layout, compressed, compressed_len: OnceLock::new(), entries }));
             }
         }
         out
@@ -225,7 +282,7 @@ impl FatBinary {
         best.map(|(_, o)| o)
     }
 
-    fn build_archive(&self, objects: &[Vec<CodeObject>], file_target: &str, keys: &[TargetId]) -> (Layout, usize) {
+    fn build_archive(&self, objects: &[Vec<CodeObject>], file_target: &str, keys: &[TargetId]) -> (ArchiveSpec, usize) {
         let mut spec = ArchiveSpec {
             group_name: self.group.clone(),
             gfx_arch_family: file_target.to_string(),
@@ -258,6 +315,6 @@ impl FatBinary {
                 entries += 1;
             }
         }
-        (spec.layout_none(), entries)
+        (spec, entries)
     }
 }

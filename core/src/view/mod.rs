@@ -10,12 +10,14 @@
 //! cached by source identity, so a changed file is re-planned and a plan is
 //! never applied to bytes it was not made from.
 
+mod cached;
 mod fat;
+mod inodes;
+mod open;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,15 +26,20 @@ use std::sync::{Arc, OnceLock};
 use dashmap::DashMap;
 use thiserror::Error;
 
-pub use fat::{ArchiveNaming, ArchivePlan, FatBinary};
+pub use fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary};
+pub use cached::CopyPolicy;
+pub use open::OpenFile;
 
-use crate::cache::ByteLru;
+use crate::data_cache::DiskCache;
 use crate::db;
 use crate::host::{self, NotTransformed};
-use crate::io::ReadAt;
-use crate::layout::{BlobRef, BlobStore, Layout, LayoutError};
+use crate::layout::{Layout, LayoutError};
 use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree, Time};
 use crate::target::{Selection, TargetId};
+
+use cached::Caches;
+use inodes::Inodes;
+use open::{Content, Shared, Slots};
 
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
@@ -69,6 +76,9 @@ pub enum Error {
     Io(#[from] io::Error),
     #[error("{0}")]
     Layout(#[from] LayoutError),
+    /// A cached value (a compressed archive) could not be made or read.
+    #[error("{0}")]
+    Cache(String),
 }
 
 impl Error {
@@ -81,7 +91,7 @@ impl Error {
             Error::NotSymlink | Error::InvalidName => libc::EINVAL,
             Error::NameTooLong => libc::ENAMETOOLONG,
             Error::StaleInode(_) => ESTALE,
-            Error::Changed(_) | Error::Layout(_) => libc::EIO,
+            Error::Changed(_) | Error::Layout(_) | Error::Cache(_) => libc::EIO,
             Error::Io(e) => match e.kind() {
                 io::ErrorKind::NotFound => libc::ENOENT,
                 // Our own refusals of a path or file kind (no OS code): to
@@ -108,6 +118,7 @@ pub struct ViewConfig {
     /// Bytes of decoded (decompressed) bundles kept in memory.
     pub cache_bytes: u64,
     pub naming: ArchiveNaming,
+    pub compression: ArchiveCompression,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,6 +202,17 @@ pub struct StatsSnapshot {
     pub cache_evictions: u64,
     pub cache_bytes: u64,
     pub cache_limit: u64,
+    /// Disk cache counters, when the view has a cache directory.
+    pub disk: Option<DiskSnapshot>,
+}
+
+/// Counters of the disk cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiskSnapshot {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub damaged: u64,
 }
 
 impl fmt::Display for StatsSnapshot {
@@ -205,7 +227,14 @@ impl fmt::Display for StatsSnapshot {
         writeln!(f, "cache_misses {}", self.cache_misses)?;
         writeln!(f, "cache_evictions {}", self.cache_evictions)?;
         writeln!(f, "cache_bytes {}", self.cache_bytes)?;
-        writeln!(f, "cache_limit {}", self.cache_limit)
+        writeln!(f, "cache_limit {}", self.cache_limit)?;
+        if let Some(d) = &self.disk {
+            writeln!(f, "disk_hits {}", d.hits)?;
+            writeln!(f, "disk_misses {}", d.misses)?;
+            writeln!(f, "disk_evictions {}", d.evictions)?;
+            writeln!(f, "disk_damaged {}", d.damaged)?;
+        }
+        Ok(())
     }
 }
 
@@ -236,68 +265,6 @@ struct Listing {
     fat_files: Vec<OsString>,
 }
 
-/// Inode numbers, stable for the life of the view: one per path and
-/// version of its source. A file replaced or rewritten in the source gets a
-/// new inode (as on a local filesystem), so the kernel never mixes cached
-/// pages of two versions; directories keep theirs.
-type InoKey = (PathBuf, Option<SourceId>);
-
-#[derive(Debug, Default)]
-struct Inodes {
-    by_key: DashMap<InoKey, u64>,
-    by_ino: DashMap<u64, InoKey>,
-    /// Every inode of a path (all versions), and the names below each
-    /// directory that have inodes: the watcher asks for these on every
-    /// source event, which must not cost a scan of the whole table.
-    by_path: DashMap<PathBuf, Vec<u64>>,
-    by_parent: DashMap<PathBuf, Vec<(OsString, u64)>>,
-    next: AtomicU64,
-}
-
-impl Inodes {
-    fn new() -> Inodes {
-        let i = Inodes { next: AtomicU64::new(ROOT_INO + 1), ..Inodes::default() };
-        i.by_key.insert((PathBuf::new(), None), ROOT_INO);
-        i.by_ino.insert(ROOT_INO, (PathBuf::new(), None));
-        i.by_path.insert(PathBuf::new(), vec![ROOT_INO]);
-        i
-    }
-
-    fn ino_of(&self, p: &Path, id: Option<SourceId>) -> u64 {
-        let key = (p.to_path_buf(), id);
-        if let Some(i) = self.by_key.get(&key) {
-            return *i;
-        }
-        let mut created = false;
-        let ino = *self.by_key.entry(key.clone()).or_insert_with(|| {
-            created = true;
-            self.next.fetch_add(1, Ordering::Relaxed)
-        });
-        if created {
-            // Only the creator indexes it, so each inode is listed once.
-            self.by_ino.insert(ino, key);
-            self.by_path.entry(p.to_path_buf()).or_default().push(ino);
-            if let (Some(parent), Some(name)) = (p.parent(), p.file_name()) {
-                self.by_parent.entry(parent.to_path_buf()).or_default().push((name.to_os_string(), ino));
-            }
-        }
-        ino
-    }
-
-    fn key_of(&self, ino: u64) -> Option<InoKey> {
-        self.by_ino.get(&ino).map(|k| k.clone())
-    }
-
-    /// Every inode handed out for `p` (all versions).
-    fn known(&self, p: &Path) -> Vec<u64> {
-        self.by_path.get(p).map(|v| v.clone()).unwrap_or_default()
-    }
-
-    fn children(&self, dir: &Path) -> Vec<(OsString, u64)> {
-        self.by_parent.get(dir).map(|v| v.clone()).unwrap_or_default()
-    }
-}
-
 /// The source version an inode stands for (`None`: directories).
 fn node_id(n: &Node) -> Option<SourceId> {
     match n {
@@ -310,201 +277,11 @@ fn node_id(n: &Node) -> Option<SourceId> {
 /// is cheap to rebuild, and this bounds memory over a changing tree.
 const MAX_PLANS: usize = 1 << 16;
 
-/// How far ahead (in served bytes) a sequential reader's next source
-/// extents are prefetched (an archive's code objects are ~1-2 MB each).
-const PREFETCH_WINDOW: u64 = 4 << 20;
-
-/// Decodes of compressed bundles running at once: each holds an object
-/// buffer and a zstd window outside the cache budget, so their number is
-/// bounded instead of growing with the worker threads.
-const DECODE_SLOTS: usize = 2;
-
 const XATTR_ORIGIN: &str = "user.kpackfs.origin";
 const XATTR_STATS: &str = "user.kpackfs.stats";
 const XATTR_ARCH: &str = "user.kpackfs.arch";
 const XATTR_SOURCE: &str = "user.kpackfs.source";
 const XATTR_TARGETS: &str = "user.kpackfs.targets";
-
-/// Name prefix of a local copy being written: `.tmp-PID-KEY`.
-const TMP_PREFIX: &str = ".tmp-";
-
-/// Whether process `pid` exists (where that cannot be told, assume it does,
-/// so nothing another daemon is writing is ever deleted).
-fn process_alive(pid: u32) -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        Path::new("/proc").join(pid.to_string()).exists()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = pid;
-        true
-    }
-}
-
-/// Background writer of local copies (see [`View::with_materialize_dir`]).
-struct Materializer {
-    dir: PathBuf,
-    /// Keys being written (a failed copy is released and retried later).
-    busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
-    jobs: std::sync::Mutex<std::sync::mpsc::Sender<(String, OpenFile)>>,
-}
-
-impl Materializer {
-    fn new(dir: &Path) -> Result<Materializer> {
-        std::fs::create_dir_all(dir)?;
-        // Copies carry whatever the source's permissions protected: keep
-        // them to the daemon's user.
-        #[cfg(unix)]
-        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-        Self::remove_orphans(dir);
-        let (tx, rx) = std::sync::mpsc::channel::<(String, OpenFile)>();
-        let busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
-        let (wdir, wbusy) = (dir.to_path_buf(), busy.clone());
-        // One writer: copies never compete with each other for the disk.
-        std::thread::Builder::new().name("kpackfs-materialize".into()).spawn(move || {
-            for (key, of) in rx {
-                let tmp = wdir.join(format!("{TMP_PREFIX}{}-{key}", std::process::id()));
-                let r = File::create(&tmp)
-                    .map_err(Error::from)
-                    .and_then(|f| crate::bake::write_file(&of, &f).map(|_| f))
-                    .and_then(|f| f.sync_all().map_err(Error::from))
-                    .and_then(|()| std::fs::rename(&tmp, wdir.join(&key)).map_err(Error::from));
-                match r {
-                    Ok(()) => {
-                        log::debug!("{}: local copy ready", of.path.display());
-                        Self::remove_superseded(&wdir, &key);
-                    }
-                    Err(e) => {
-                        log::warn!("{}: local copy failed: {e}", of.path.display());
-                        let _ = std::fs::remove_file(&tmp);
-                    }
-                }
-                wbusy.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-            }
-        })?;
-        Ok(Materializer { dir: dir.to_path_buf(), busy, jobs: std::sync::Mutex::new(tx) })
-    }
-
-    /// File name of the copy of `rel` (under source root `root`) as planned
-    /// from source version `st`: `SLOT-VERSION-name`. The slot hashes what
-    /// names the served file (root, path, selection, naming), the version
-    /// what identifies its source bytes; a new version of a slot replaces the
-    /// old copy (see [`Self::remove_superseded`]), so the directory holds at
-    /// most one copy per served file instead of growing with every change.
-    fn key(root: &Path, rel: &Path, st: &SourceStat, cfg: &ViewConfig) -> String {
-        fn fnv(parts: &[&[u8]]) -> u64 {
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for p in parts {
-                // Length-prefixed, so ("ab","c") and ("a","bc") differ.
-                for &x in (p.len() as u64).to_le_bytes().iter().chain(p.iter()) {
-                    h = (h ^ x as u64).wrapping_mul(0x100_0000_01b3);
-                }
-            }
-            h
-        }
-        let (sel, naming) = (cfg.selection.to_string(), format!("{:?}", cfg.naming));
-        let slot = fnv(&[root.as_os_str().as_encoded_bytes(), rel.as_os_str().as_encoded_bytes(), sel.as_bytes(), naming.as_bytes()]);
-        let mut version = Vec::with_capacity(56);
-        for v in [st.dev, st.ino, st.size, st.mtime.sec as u64, st.mtime.nsec as u64, st.ctime.sec as u64, st.ctime.nsec as u64] {
-            version.extend_from_slice(&v.to_le_bytes());
-        }
-        let ver = fnv(&[&version]);
-        let name: String = rel.file_name().map(|n| n.to_string_lossy().chars().filter(|c| c.is_ascii_alphanumeric() || ".-_".contains(*c)).take(64).collect()).unwrap_or_default();
-        format!("{slot:016x}-{ver:016x}-{name}")
-    }
-
-    /// Deletes the copies of other versions of `key`'s slot. A copy still
-    /// open elsewhere stays readable through its handle (unlinked, not
-    /// truncated); where the platform refuses to delete an open file the
-    /// copy is left for a later pass.
-    fn remove_superseded(dir: &Path, key: &str) {
-        let Some(slot) = key.get(..17) else { return };
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name != key && name.starts_with(slot) {
-                match std::fs::remove_file(e.path()) {
-                    Ok(()) => log::debug!("removed superseded local copy {name}"),
-                    Err(err) => log::debug!("superseded local copy {name} not removed: {err}"),
-                }
-            }
-        }
-    }
-
-    /// Deletes partial copies left by daemons that died while writing them
-    /// (their process no longer exists); a live daemon sharing the directory
-    /// keeps its own.
-    fn remove_orphans(dir: &Path) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(TMP_PREFIX)).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else {
-                continue;
-            };
-            if !process_alive(pid) {
-                match std::fs::remove_file(e.path()) {
-                    Ok(()) => log::info!("removed partial local copy {}", e.path().display()),
-                    Err(err) => log::warn!("partial local copy {} not removed: {err}", e.path().display()),
-                }
-            }
-        }
-    }
-
-    fn existing(&self, key: &str, len: u64) -> Option<File> {
-        let f = File::open(self.dir.join(key)).ok()?;
-        (f.metadata().ok()?.len() == len).then_some(f)
-    }
-
-    /// Claims `key` for writing; false if a copy is already being written.
-    fn claim(&self, key: &str) -> bool {
-        self.busy.lock().unwrap_or_else(|p| p.into_inner()).insert(key.to_string())
-    }
-
-    fn release(&self, key: &str) {
-        self.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
-    }
-
-    fn submit(&self, key: String, of: OpenFile) {
-        let sent = self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send((key.clone(), of));
-        if sent.is_err() {
-            self.release(&key);
-        }
-    }
-}
-
-/// A counting semaphore for [`DECODE_SLOTS`].
-#[derive(Default)]
-struct Slots {
-    used: std::sync::Mutex<usize>,
-    freed: std::sync::Condvar,
-}
-
-impl Slots {
-    fn run<T>(&self, f: impl FnOnce() -> T) -> T {
-        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        while *used >= DECODE_SLOTS {
-            used = self.freed.wait(used).unwrap_or_else(|p| p.into_inner());
-        }
-        *used += 1;
-        drop(used);
-        /// Frees the slot however `f` ends (a panic must not leak it, or
-        /// every later decode would wait for ever).
-        struct Release<'a>(&'a Slots);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                *self.0.used.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
-                self.0.freed.notify_one();
-            }
-        }
-        let _release = Release(self);
-        f()
-    }
-}
-
-/// Decoded code objects by (source version, CCOB offset, range).
-type BlobCache = ByteLru<(SourceId, u64, u64, u64), String>;
 
 /// The view over one source tree for one selection.
 pub struct View {
@@ -516,10 +293,9 @@ pub struct View {
     current: DashMap<PathBuf, SourceId>,
     probes: DashMap<SourceId, bool>,
     listings: DashMap<PathBuf, Arc<Listing>>,
-    blobs: Arc<BlobCache>,
+    caches: Caches,
     slots: Arc<Slots>,
     stats: Arc<Stats>,
-    materializer: Option<Arc<Materializer>>,
 }
 
 fn rel_str(p: &Path) -> String {
@@ -568,9 +344,8 @@ impl View {
             return Err(Error::NotDir);
         }
         Ok(View {
-            blobs: Arc::new(ByteLru::new(cfg.cache_bytes)),
+            caches: Caches::new(cfg.cache_bytes),
             slots: Arc::new(Slots::default()),
-            materializer: None,
             cfg,
             tree,
             inodes: Inodes::new(),
@@ -588,7 +363,7 @@ impl View {
 
     pub fn stats(&self) -> StatsSnapshot {
         let s = &self.stats;
-        let c = &self.blobs.stats;
+        let c = &self.caches.memory.stats;
         StatsSnapshot {
             lookups: s.lookups.load(Ordering::Relaxed),
             opens: s.opens.load(Ordering::Relaxed),
@@ -600,7 +375,13 @@ impl View {
             cache_misses: c.misses.load(Ordering::Relaxed),
             cache_evictions: c.evictions.load(Ordering::Relaxed),
             cache_bytes: c.bytes.load(Ordering::Relaxed),
-            cache_limit: self.blobs.limit(),
+            cache_limit: self.caches.memory.limit(),
+            disk: self.caches.disk.as_ref().map(|d| DiskSnapshot {
+                hits: d.stats.hits.load(Ordering::Relaxed),
+                misses: d.stats.misses.load(Ordering::Relaxed),
+                evictions: d.stats.evictions.load(Ordering::Relaxed),
+                damaged: d.stats.damaged.load(Ordering::Relaxed),
+            }),
         }
     }
 
@@ -730,7 +511,7 @@ impl View {
         if fst.id() != fb.id {
             return Err(Error::Changed(rel.display().to_string()));
         }
-        let a = fb.archives(&file, &self.cfg.selection, self.cfg.naming)?;
+        let a = fb.archives(&file, &self.cfg.selection, self.cfg.naming, self.cfg.compression)?;
         if !a.problems.is_empty() {
             log::warn!("{}: some wrappers have no code objects: {}", rel.display(), a.problems.join("; "));
         }
@@ -761,7 +542,20 @@ impl View {
             };
             match self.file_node(&bin, st) {
                 Ok(Node::Transformed(fst, fb)) => match self.archives(&bin, &fb) {
-                    Ok(archives) => return Ok(archives.by_name.get(name).cloned().map(|a| Node::Archive(fst, fb, a))),
+                    Ok(archives) => {
+                        let Some(ap) = archives.by_name.get(name).cloned() else { return Ok(None) };
+                        if ap.compressed {
+                            // Its size is the compressed form's: computed now
+                            // (or found in the cache), once per plan.
+                            let key = Caches::key(self.tree.root(), &bin_dir.join(KPACK_DIR).join(name), &fst.id(), &self.cfg, "archive");
+                            match self.caches.compressed_len(&key, &ap, &|| self.source_of(&bin, &fst)) {
+                                Ok(_) => {}
+                                Err(Error::Changed(_)) => continue,
+                                Err(e) => return Err(e),
+                            }
+                        }
+                        return Ok(Some(Node::Archive(fst, fb, ap)));
+                    }
                     Err(Error::Changed(_)) => continue,
                     Err(e) => return Err(e),
                 },
@@ -888,7 +682,8 @@ impl View {
                 a
             }
             Node::Archive(st, _, ap) => {
-                let mut a = from(st, NodeType::File, Origin::Archive, ap.layout.len());
+                // Compressed archives' lengths are known before a node is made.
+                let mut a = from(st, NodeType::File, Origin::Archive, ap.served_len().unwrap_or(0));
                 a.nlink = 1;
                 a
             }
@@ -1067,48 +862,50 @@ impl View {
             // Changed between planning and opening.
             return Err(Error::Changed(bin_rel.display().to_string()));
         }
-        let make = |content: Content, file: File| OpenFile {
-            content,
-            file,
-            id: fst.id(),
-            meta: (fst.perm, fst.uid, fst.gid, fst.nlink),
-            attr: attr.clone(),
-            last_end: AtomicU64::new(u64::MAX),
-            prefetched: AtomicU64::new(0),
-            blobs: self.blobs.clone(),
-            slots: self.slots.clone(),
-            stats: self.stats.clone(),
-            path: rel.to_path_buf(),
-            materialized: None,
-        };
-        let mut of = make(content, file);
-        if let (Some(m), false) = (&self.materializer, matches!(of.content, Content::Pass(_))) {
-            let key = Materializer::key(self.tree.root(), rel, &fst, &self.cfg);
-            match m.existing(&key, of.len()) {
-                Some(copy) => of.materialized = Some(copy),
-                None if m.claim(&key) => {
-                    // The copy is written from a second handle, in the background.
-                    match self.tree.open_file(&bin_rel) {
-                        Ok((f2, st2)) if st2.id() == fst.id() => m.submit(key, make(of.content.clone(), f2)),
-                        _ => m.release(&key),
-                    }
+        let shared = Shared { slots: self.slots.clone(), blobs: self.caches.memory.clone(), stats: self.stats.clone() };
+        let content = match content {
+            Content::Archive(ap) if ap.compressed => {
+                let key = Caches::key(self.tree.root(), rel, &fst.id(), &self.cfg, "archive");
+                let data = self.caches.compressed(&key, &ap, &|| self.source_of(&bin_rel, &fst))?;
+                if data.len() != attr.size {
+                    log::warn!("{}: compressed archive has {} bytes, {} were announced", rel.display(), data.len(), attr.size);
+                    return Err(Error::Changed(rel.display().to_string()));
                 }
-                None => {}
+                Content::Compressed(ap, data)
             }
+            c => c,
+        };
+        let mut of = OpenFile::new(shared, content, file, &fst, attr, rel.to_path_buf());
+        let decodes = match of.content() {
+            Content::Binary(_) => Some(false),
+            Content::Archive(ap) => Some(ap.decodes()),
+            Content::Pass(_) | Content::Compressed(..) => None,
+        };
+        if let Some(decodes) = decodes {
+            let key = Caches::key(self.tree.root(), rel, &fst.id(), &self.cfg, "copy");
+            // The copy is written from a second handle, in the background.
+            self.caches.attach_copy(&mut of, key, decodes, &|| self.source_of(&bin_rel, &fst).ok());
         }
         Ok(of)
     }
 
-    /// Keeps local copies of served synthesized files (transformed
-    /// binaries, archives) in `dir`, so later opens are served by the kernel
-    /// (FUSE passthrough) from a local file at native page-cache speed —
-    /// the kernel's FUSE page cache uses small folios, which caps warm reads
-    /// of files the daemon serves itself. Copies are written in the
-    /// background on first open and keyed by source version, path and
-    /// selection, so a changed source never reuses a stale copy; the copy of
-    /// the new version replaces the old one.
-    pub fn with_materialize_dir(mut self, dir: &Path) -> Result<View> {
-        self.materializer = Some(Arc::new(Materializer::new(dir)?));
+    /// A new handle on source file `rel`, if it is still version `st`.
+    fn source_of(&self, rel: &Path, st: &SourceStat) -> Result<std::fs::File> {
+        let (f, fst) = self.tree.open_file(rel)?;
+        if fst.id() != st.id() {
+            return Err(Error::Changed(rel.display().to_string()));
+        }
+        Ok(f)
+    }
+
+    /// Keeps compressed archives and local copies of synthesized files in
+    /// the disk cache `disk` (see [`cached`]): reused across remounts and
+    /// daemons, and served by the kernel (FUSE passthrough) from a local
+    /// file at native page-cache speed — the kernel's FUSE page cache uses
+    /// small folios, which caps warm reads of files the daemon serves
+    /// itself. `policy` says which files get copies.
+    pub fn with_disk_cache(mut self, disk: Arc<DiskCache>, policy: CopyPolicy) -> Result<View> {
+        self.caches.with_disk(disk, policy)?;
         Ok(self)
     }
 
@@ -1163,146 +960,3 @@ impl View {
     }
 }
 
-#[derive(Clone)]
-enum Content {
-    Pass(Layout),
-    Binary(Arc<FatBinary>),
-    Archive(Arc<ArchivePlan>),
-}
-
-/// Decoded blobs of one source identity, through the shared LRU.
-struct Blobs<'a> {
-    cache: &'a BlobCache,
-    slots: &'a Slots,
-    id: SourceId,
-}
-
-impl BlobStore for Blobs<'_> {
-    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> std::result::Result<Arc<Vec<u8>>, LayoutError> {
-        self.cache
-            .get_or_load(&(self.id, blob.at, offset, len), || {
-                self.slots.run(|| crate::bundle::ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len))
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string())
-            })
-            .map_err(LayoutError::Shared)
-    }
-}
-
-/// An open file of the view. Reads are positional and may run concurrently.
-pub struct OpenFile {
-    slots: Arc<Slots>,
-    /// A complete local copy of this content, if one exists.
-    materialized: Option<File>,
-    content: Content,
-    file: File,
-    id: SourceId,
-    /// Mode, owner and link count of the source when opened (see
-    /// [`OpenFile::unchanged`]).
-    meta: (u32, u32, u32, u64),
-    attr: Attr,
-    /// Where the previous read ended (sequential-access detection).
-    last_end: AtomicU64,
-    /// Layout position up to which source extents were prefetched.
-    prefetched: AtomicU64,
-    blobs: Arc<BlobCache>,
-    stats: Arc<Stats>,
-    path: PathBuf,
-}
-
-impl OpenFile {
-    /// The layout being served.
-    pub fn layout(&self) -> &Layout {
-        match &self.content {
-            Content::Pass(l) => l,
-            Content::Binary(fb) => &fb.plan.layout,
-            Content::Archive(ap) => &ap.layout,
-        }
-    }
-
-    pub fn len(&self) -> u64 {
-        self.layout().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The file's attributes as of its opening (what `fstat` on the open
-    /// file reports, even after the source moved on).
-    pub fn attr(&self) -> &Attr {
-        &self.attr
-    }
-
-    /// Identity of the source file being served.
-    pub fn source_id(&self) -> SourceId {
-        self.id
-    }
-
-    pub fn origin(&self) -> Origin {
-        match self.content {
-            Content::Pass(_) => Origin::Passthrough,
-            Content::Binary(_) => Origin::Transformed,
-            Content::Archive(_) => Origin::Archive,
-        }
-    }
-
-    /// The source file itself when the content is served unchanged (for
-    /// kernel passthrough).
-    pub fn passthrough_file(&self) -> Option<&File> {
-        match self.content {
-            Content::Pass(_) => Some(&self.file),
-            _ => self.materialized.as_ref(),
-        }
-    }
-
-    /// The source file the layout's source extents refer to.
-    pub fn source_file(&self) -> &File {
-        &self.file
-    }
-
-    /// Whether the source still holds the bytes this file was opened with.
-    /// A ctime change alone is accepted when it comes with a metadata
-    /// change that explains it — unlinked or renamed over (the usual
-    /// upgrade: link count), chmod, chown — since readers that still have
-    /// the old version open or mapped must keep getting it. A ctime change
-    /// with nothing else visibly different is a rewrite that restored the
-    /// size and mtime (`cp -p`, `rsync --inplace -t`): refused.
-    fn unchanged(&self, now: &SourceStat) -> bool {
-        let id = now.id();
-        id == self.id || (id.same_content(&self.id) && (now.perm, now.uid, now.gid, now.nlink) != self.meta)
-    }
-
-    /// Fills `buf` from `offset`; returns the count (short only at EOF).
-    /// Fails with [`Error::Changed`] rather than serve bytes of a source
-    /// that changed under the plan.
-    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let r = self.layout().read_at(offset, buf, &self.file, &self.blob_store());
-        let still = source::fstat_file(&self.file).is_ok_and(|s| self.unchanged(&s));
-        if !still {
-            return Err(Error::Changed(self.path.display().to_string()));
-        }
-        let n = r?;
-        // A sequential reader of an archive walks scattered source ranges:
-        // start the disk on the next ones before it asks.
-        let end = offset + n as u64;
-        // Each upcoming extent is prefetched whole, once.
-        if self.last_end.swap(end, Ordering::Relaxed) == offset && n > 0 {
-            let done = self.prefetched.load(Ordering::Relaxed);
-            for (start, at, len) in self.layout().source_extents_after(end, PREFETCH_WINDOW) {
-                if start >= done {
-                    self.file.prefetch(at, len);
-                    self.prefetched.fetch_max(start + len, Ordering::Relaxed);
-                }
-            }
-        }
-        self.stats.reads.fetch_add(1, Ordering::Relaxed);
-        self.stats.bytes_served.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
-
-    /// Decoded-blob access for external copy loops.
-    pub fn blob_store(&self) -> impl BlobStore + '_ {
-        Blobs { cache: &self.blobs, slots: &self.slots, id: self.id }
-    }
-}

@@ -1,6 +1,7 @@
-//! A byte-bounded LRU of decoded code objects with compute-once semantics:
-//! any number of concurrent readers of the same missing object wait for one
-//! decode instead of each decoding it.
+//! The memory implementation of the data cache: a byte-bounded LRU with
+//! compute-once semantics — any number of concurrent readers of the same
+//! missing value (a decoded code object) wait for one decode instead of
+//! each decoding it.
 
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +41,11 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
 
     pub fn limit(&self) -> u64 {
         self.limit
+    }
+
+    /// The cached value of `k`, if any (no counters touched).
+    pub fn peek(&self, k: &K) -> Option<Arc<Vec<u8>>> {
+        self.lookup(k)
     }
 
     fn lookup(&self, k: &K) -> Option<Arc<Vec<u8>>> {

@@ -1,0 +1,597 @@
+//! The disk implementation of the data cache: one directory, reused across
+//! remounts, reboots, several daemons and `bake`.
+//!
+//! Each entry is two files named after its key: `KEY.data` holds exactly
+//! the value's bytes (so the kernel can serve it by FUSE passthrough), and
+//! `KEY.meta` its length and CRC-32. Properties and how they are kept:
+//!
+//! - **Crash-safe.** Both files are written under temporary names, synced,
+//!   then renamed into place, data first: a crash leaves either no entry, a
+//!   data file without its meta (a miss), or a complete entry. A data file
+//!   whose length or checksum disagrees with its meta (a torn write the
+//!   filesystem did not order, bit rot, someone's edit) is removed and
+//!   rebuilt, never served. The checksum is verified once per process and
+//!   entry, before its first use.
+//! - **Shared.** A computation holds an exclusive lock on `KEY.lock`, so two
+//!   daemons sharing the directory compute an entry once; the second finds
+//!   it when it gets the lock. Eviction skips entries whose lock is held.
+//! - **Bounded.** After each insert, entries are evicted least recently used
+//!   first (the meta file's mtime is touched on use) until the total is
+//!   back under the limit. Open handles keep evicted entries readable.
+//! - **Private.** The directory is created 0700 and must be owned by the
+//!   daemon's user; entries that are symlinks or belong to someone else are
+//!   refused (and removed), never followed.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use dashmap::DashMap;
+use thiserror::Error;
+
+use super::{CacheError, Data, DataCache, EntryFile, Fill, Key};
+
+const META_MAGIC: &[u8; 8] = b"KPFSMETA";
+/// Bumped when the meta layout or the meaning of entries changes.
+const META_VERSION: u32 = 1;
+const META_LEN: usize = 28;
+const TMP_PREFIX: &str = "tmp.";
+/// A used entry's meta mtime is refreshed at most this often.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Error)]
+pub enum DiskCacheError {
+    #[error("cache directory {0}: {1}")]
+    Io(PathBuf, io::Error),
+    #[error("cache directory {0} is not private: {1}")]
+    NotPrivate(PathBuf, String),
+}
+
+/// Counters of the disk cache.
+#[derive(Debug, Default)]
+pub struct DiskStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub evictions: AtomicU64,
+    /// Entries found damaged (length or checksum) and removed.
+    pub damaged: AtomicU64,
+}
+
+pub struct DiskCache {
+    dir: PathBuf,
+    limit: u64,
+    /// One computation per key in this process (other processes: the lock file).
+    inflight: DashMap<Key, Arc<Mutex<()>>>,
+    /// Entries whose checksum this process has verified: (inode, length).
+    verified: DashMap<Key, (u64, u64)>,
+    evicting: Mutex<()>,
+    pub stats: DiskStats,
+}
+
+/// The default cache directory: `/var/cache/kpackfs` for root,
+/// `$XDG_CACHE_HOME/kpackfs` (or `~/.cache/kpackfs`) for a user,
+/// `%LOCALAPPDATA%\kpackfs` on Windows.
+pub fn default_dir() -> Option<PathBuf> {
+    #[cfg(unix)]
+    {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            return Some(PathBuf::from("/var/cache/kpackfs"));
+        }
+        let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+        xdg.or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache"))).map(|d| d.join("kpackfs"))
+    }
+    #[cfg(not(unix))]
+    {
+        std::env::var_os("LOCALAPPDATA").map(|d| PathBuf::from(d).join("kpackfs"))
+    }
+}
+
+#[cfg(unix)]
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Opens `p` without following a symlink and only if it is a regular file
+/// of ours. `Ok(None)`: absent, or refused (and removed).
+fn open_private(p: &Path, write: bool) -> io::Result<Option<File>> {
+    let mut o = OpenOptions::new();
+    o.read(true).write(write);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    let f = match o.open(p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        #[cfg(unix)]
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            log::warn!("{}: cache entry is a symlink; removed", p.display());
+            let _ = fs::remove_file(p);
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let md = f.metadata()?;
+    #[cfg(unix)]
+    let foreign = std::os::unix::fs::MetadataExt::uid(&md) != euid();
+    #[cfg(not(unix))]
+    let foreign = false;
+    if !md.is_file() || foreign {
+        log::warn!("{}: cache entry is not a regular file of this user; removed", p.display());
+        let _ = fs::remove_file(p);
+        return Ok(None);
+    }
+    Ok(Some(f))
+}
+
+fn create_private(p: &Path) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.read(true).write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    }
+    o.open(p)
+}
+
+fn crc_of(f: &File, len: u64) -> io::Result<u32> {
+    let mut h = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; (1 << 20).min(len as usize).max(1)];
+    let mut pos = 0;
+    while pos < len {
+        let n = ((len - pos) as usize).min(buf.len());
+        crate::io::read_exact_at(f, pos, &mut buf[..n])?;
+        h.update(&buf[..n]);
+        pos += n as u64;
+    }
+    Ok(h.finalize())
+}
+
+fn encode_meta(len: u64, crc: u32) -> [u8; META_LEN] {
+    let mut m = [0u8; META_LEN];
+    m[..8].copy_from_slice(META_MAGIC);
+    m[8..12].copy_from_slice(&META_VERSION.to_le_bytes());
+    m[12..20].copy_from_slice(&len.to_le_bytes());
+    m[20..24].copy_from_slice(&crc.to_le_bytes());
+    // A checksum of the meta itself: a torn meta is a miss, not a lie.
+    let c = crc32fast::hash(&m[..24]);
+    m[24..28].copy_from_slice(&c.to_le_bytes());
+    m
+}
+
+fn decode_meta(m: &[u8]) -> Option<(u64, u32)> {
+    if m.len() != META_LEN || &m[..8] != META_MAGIC || m[8..12] != META_VERSION.to_le_bytes() {
+        return None;
+    }
+    let u32_at = |i: usize| m.get(i..i + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+    let len = m.get(12..20).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)?;
+    if crc32fast::hash(&m[..24]) != u32_at(24)? {
+        return None;
+    }
+    Some((len, u32_at(20)?))
+}
+
+fn inode(md: &fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::MetadataExt::ino(md)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = md;
+        0
+    }
+}
+
+/// Syncs a directory so the renames in it survive a power loss.
+fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+impl DiskCache {
+    /// Opens (creating) the cache directory `dir`, holding at most `limit`
+    /// bytes of entries.
+    pub fn open(dir: &Path, limit: u64) -> Result<DiskCache, DiskCacheError> {
+        let err = |e| DiskCacheError::Io(dir.to_path_buf(), e);
+        let mut b = fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(dir).map_err(err)?;
+        let md = fs::symlink_metadata(dir).map_err(err)?;
+        if md.file_type().is_symlink() || !md.is_dir() {
+            return Err(DiskCacheError::NotPrivate(dir.to_path_buf(), "not a directory (symlinks are refused)".into()));
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            if md.uid() != euid() {
+                return Err(DiskCacheError::NotPrivate(dir.to_path_buf(), format!("owned by uid {}, not {}", md.uid(), euid())));
+            }
+            if md.mode() & 0o077 != 0 {
+                fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(err)?;
+            }
+        }
+        let c = DiskCache {
+            dir: dir.to_path_buf(),
+            limit,
+            inflight: DashMap::new(),
+            verified: DashMap::new(),
+            evicting: Mutex::new(()),
+            stats: DiskStats::default(),
+        };
+        c.remove_orphans();
+        Ok(c)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn path(&self, key: &Key, ext: &str) -> PathBuf {
+        self.dir.join(format!("{}.{ext}", key.hex()))
+    }
+
+    fn lock_file(&self, hex: &str) -> io::Result<File> {
+        let mut o = OpenOptions::new();
+        o.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            o.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        }
+        o.open(self.dir.join(format!("{hex}.lock")))
+    }
+
+    /// Removes temporary files of computations that are no longer running
+    /// (their key's lock is free): a daemon killed while writing.
+    fn remove_orphans(&self) {
+        let Ok(rd) = fs::read_dir(&self.dir) else { return };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(hex) = name.to_str().and_then(|n| n.strip_prefix(TMP_PREFIX)).and_then(|r| r.split('.').nth(1)) else {
+                continue;
+            };
+            let Ok(lock) = self.lock_file(hex) else { continue };
+            if lock.try_lock().is_ok() {
+                match fs::remove_file(e.path()) {
+                    Ok(()) => log::info!("removed partial cache entry {}", e.path().display()),
+                    Err(err) => log::warn!("partial cache entry {} not removed: {err}", e.path().display()),
+                }
+            }
+        }
+    }
+
+    /// Length of a present entry per its meta (no checksum read: cheap
+    /// enough for `stat`). `None` if absent or visibly damaged.
+    fn meta(&self, key: &Key) -> io::Result<Option<(File, u64, u32)>> {
+        let Some(mut mf) = open_private(&self.path(key, "meta"), true)? else { return Ok(None) };
+        let mut m = Vec::with_capacity(META_LEN);
+        io::Read::read_to_end(&mut io::Read::take(&mut mf, META_LEN as u64 + 1), &mut m)?;
+        Ok(decode_meta(&m).map(|(len, crc)| (mf, len, crc)))
+    }
+
+    fn remove_entry(&self, key: &Key, why: &str) {
+        log::warn!("cache entry {} {why}; rebuilt", key.hex());
+        self.stats.damaged.fetch_add(1, Ordering::Relaxed);
+        self.verified.remove(key);
+        let _ = fs::remove_file(self.path(key, "data"));
+        let _ = fs::remove_file(self.path(key, "meta"));
+    }
+
+    /// The entry of `key`, verified (once per process) against its meta.
+    fn lookup(&self, key: &Key) -> io::Result<Option<Data>> {
+        let Some((mf, len, crc)) = self.meta(key)? else { return Ok(None) };
+        let Some(f) = open_private(&self.path(key, "data"), false)? else { return Ok(None) };
+        let md = f.metadata()?;
+        if md.len() != len {
+            self.remove_entry(key, &format!("has {} bytes, its meta says {len}", md.len()));
+            return Ok(None);
+        }
+        let ino = inode(&md);
+        if self.verified.get(key).map(|v| *v) != Some((ino, len)) {
+            if crc_of(&f, len)? != crc {
+                self.remove_entry(key, "fails its checksum");
+                return Ok(None);
+            }
+            self.verified.insert(*key, (ino, len));
+        }
+        // Least-recently-used bookkeeping, cheaply.
+        let now = SystemTime::now();
+        let stale = mf.metadata().and_then(|m| m.modified()).map(|t| now.duration_since(t).unwrap_or_default() > TOUCH_EVERY);
+        if stale.unwrap_or(true) {
+            let _ = mf.set_modified(now);
+        }
+        Ok(Some(Data::File(Arc::new(EntryFile { file: f, len }))))
+    }
+
+    /// The length of `key`'s entry if present (per its meta and the data
+    /// file's size; the checksum is verified when the entry is opened).
+    pub fn len_of(&self, key: &Key) -> Option<u64> {
+        let (_, len, _) = self.meta(key).ok()??;
+        let md = fs::symlink_metadata(self.path(key, "data")).ok()?;
+        (md.is_file() && md.len() == len).then_some(len)
+    }
+
+    fn compute(&self, key: &Key, fill: &mut Fill<'_>) -> Result<Data, CacheError> {
+        let hex = key.hex();
+        let lock = self.lock_file(&hex)?;
+        lock.lock()?;
+        // Another daemon may have made it while we waited.
+        if let Some(d) = self.lookup(key)? {
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(d);
+        }
+        self.stats.misses.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let tmp_data = self.dir.join(format!("{TMP_PREFIX}{pid}.{hex}.data"));
+        let tmp_meta = self.dir.join(format!("{TMP_PREFIX}{pid}.{hex}.meta"));
+        let r = (|| -> Result<(), CacheError> {
+            let mut f = create_private(&tmp_data)?;
+            fill(&mut f)?;
+            let len = f.metadata()?.len();
+            let crc = crc_of(&f, len)?;
+            f.sync_all()?;
+            let mut m = create_private(&tmp_meta)?;
+            m.write_all(&encode_meta(len, crc))?;
+            m.sync_all()?;
+            fs::rename(&tmp_data, self.path(key, "data"))?;
+            fs::rename(&tmp_meta, self.path(key, "meta"))?;
+            sync_dir(&self.dir);
+            Ok(())
+        })();
+        if r.is_err() {
+            let _ = fs::remove_file(&tmp_data);
+            let _ = fs::remove_file(&tmp_meta);
+        }
+        r?;
+        let d = self.lookup(key)?.ok_or_else(|| CacheError::Io("entry vanished after it was written".into()))?;
+        drop(lock);
+        self.evict();
+        Ok(d)
+    }
+
+    /// Bytes of complete entries, and the entries by age of last use.
+    fn scan(&self) -> (u64, Vec<(SystemTime, String, u64)>) {
+        let mut total = 0;
+        let mut v = Vec::new();
+        let Ok(rd) = fs::read_dir(&self.dir) else { return (0, v) };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(hex) = name.to_str().and_then(|n| n.strip_suffix(".data")).filter(|h| !h.starts_with(TMP_PREFIX)) else {
+                continue;
+            };
+            let Ok(md) = e.metadata() else { continue };
+            total += md.len();
+            let used = fs::metadata(self.dir.join(format!("{hex}.meta"))).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+            v.push((used, hex.to_string(), md.len()));
+        }
+        v.sort();
+        (total, v)
+    }
+
+    /// Total bytes of entries now in the directory.
+    pub fn used(&self) -> u64 {
+        self.scan().0
+    }
+
+    /// Evicts least recently used entries until under the limit.
+    fn evict(&self) {
+        let _one = self.evicting.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut total, entries) = self.scan();
+        for (_, hex, len) in entries {
+            if total <= self.limit {
+                break;
+            }
+            let Ok(lock) = self.lock_file(&hex) else { continue };
+            if lock.try_lock().is_err() {
+                continue; // being computed or verified by someone
+            }
+            for ext in ["meta", "data", "lock"] {
+                let _ = fs::remove_file(self.dir.join(format!("{hex}.{ext}")));
+            }
+            total = total.saturating_sub(len);
+            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            log::debug!("cache entry {hex} evicted ({len} bytes)");
+        }
+    }
+}
+
+impl DataCache for DiskCache {
+    fn get(&self, key: &Key) -> Option<Data> {
+        match self.lookup(key) {
+            Ok(Some(d)) => {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                Some(d)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                log::warn!("cache entry {}: {e}", key.hex());
+                None
+            }
+        }
+    }
+
+    fn get_or_insert(&self, key: &Key, fill: &mut Fill<'_>) -> Result<Data, CacheError> {
+        let gate = self.inflight.entry(*key).or_default().clone();
+        let r = {
+            let _one = gate.lock().unwrap_or_else(|p| p.into_inner());
+            match self.get(key) {
+                Some(d) => Ok(d),
+                None => self.compute(key, fill),
+            }
+        };
+        self.inflight.remove_if(key, |_, g| Arc::ptr_eq(g, &gate) && Arc::strong_count(g) <= 2);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill_with(bytes: &'static [u8]) -> impl FnMut(&mut dyn super::super::Sink) -> Result<(), CacheError> {
+        move |s| {
+            s.write_all(bytes)?;
+            Ok(())
+        }
+    }
+
+    fn read_all(d: &Data) -> Vec<u8> {
+        let mut v = vec![0u8; d.len() as usize];
+        assert_eq!(d.read_at(0, &mut v).unwrap(), v.len());
+        v
+    }
+
+    #[test]
+    fn stores_reuses_and_survives_reopen() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("c");
+        let c = DiskCache::open(&dir, 1 << 20).unwrap();
+        let k = Key::of(&[b"a"]);
+        assert!(c.get(&k).is_none());
+        let d = c.get_or_insert(&k, &mut fill_with(b"abcdef")).unwrap();
+        assert_eq!(read_all(&d), b"abcdef");
+        assert_eq!(c.len_of(&k), Some(6));
+        drop(c);
+        let c = DiskCache::open(&dir, 1 << 20).unwrap();
+        let d = c.get_or_insert(&k, &mut |_| panic!("recomputed")).unwrap();
+        assert_eq!(read_all(&d), b"abcdef");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        }
+    }
+
+    #[test]
+    fn damaged_entries_are_rebuilt_never_served() {
+        let t = tempfile::tempdir().unwrap();
+        let k = Key::of(&[b"k"]);
+        // Same length, one byte flipped: only the checksum can tell.
+        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+        let p = c.path(&k, "data");
+        let mut b = fs::read(&p).unwrap();
+        b[3] ^= 1;
+        fs::write(&p, &b).unwrap();
+        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        assert!(c.get(&k).is_none());
+        let d = c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+        assert_eq!(read_all(&d), b"0123456789");
+        // Truncated.
+        fs::write(&p, b"0123").unwrap();
+        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        assert_eq!(c.len_of(&k), None);
+        assert!(c.get(&k).is_none());
+        assert_eq!(c.stats.damaged.load(Ordering::Relaxed), 1);
+        // Garbage meta.
+        c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+        fs::write(c.path(&k, "meta"), b"nonsense").unwrap();
+        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        assert!(c.get(&k).is_none());
+    }
+
+    #[test]
+    fn failed_fill_leaves_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        let k = Key::of(&[b"k"]);
+        let r = c.get_or_insert(&k, &mut |s| {
+            s.write_all(b"partial")?;
+            Err(CacheError::Compute("source changed".into()))
+        });
+        assert!(matches!(r, Err(CacheError::Compute(_))));
+        let names: Vec<_> = fs::read_dir(t.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(names.iter().all(|n| n.to_string_lossy().ends_with(".lock")), "{names:?}");
+    }
+
+    #[test]
+    fn orphaned_temporaries_are_removed() {
+        let t = tempfile::tempdir().unwrap();
+        let k = Key::of(&[b"k"]);
+        let orphan = t.path().join(format!("{TMP_PREFIX}999999.{}.data", k.hex()));
+        fs::write(&orphan, b"half").unwrap();
+        let _c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        assert!(!orphan.exists());
+    }
+
+    #[test]
+    fn evicts_least_recently_used_within_the_limit() {
+        let t = tempfile::tempdir().unwrap();
+        let c = DiskCache::open(t.path(), 25).unwrap();
+        let keys: Vec<Key> = (0..4u8).map(|i| Key::of(&[&[i]])).collect();
+        for (i, k) in keys.iter().enumerate() {
+            c.get_or_insert(k, &mut fill_with(b"0123456789")).unwrap();
+            // Distinct last-use times, oldest first.
+            let t = SystemTime::now() - Duration::from_secs(100 - i as u64);
+            OpenOptions::new().write(true).open(c.path(k, "meta")).unwrap().set_modified(t).unwrap();
+        }
+        assert!(c.used() <= 25);
+        assert!(c.len_of(&keys[3]).is_some(), "newest kept");
+        assert!(c.len_of(&keys[0]).is_none(), "oldest evicted");
+        assert!(c.stats.evictions.load(Ordering::Relaxed) >= 2);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinked_entries_and_foreign_dirs_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        let k = Key::of(&[b"k"]);
+        c.get_or_insert(&k, &mut fill_with(b"real")).unwrap();
+        let elsewhere = t.path().join("elsewhere");
+        fs::write(&elsewhere, b"evil").unwrap();
+        fs::remove_file(c.path(&k, "data")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, c.path(&k, "data")).unwrap();
+        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        assert!(c.get(&k).is_none());
+        assert!(fs::symlink_metadata(c.path(&k, "data")).is_err(), "symlink removed");
+        // A symlinked cache directory is refused.
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(t.path(), &link).unwrap();
+        assert!(matches!(DiskCache::open(&link, 1), Err(DiskCacheError::NotPrivate(..))));
+    }
+
+    #[test]
+    fn two_caches_on_one_directory_compute_once() {
+        let t = tempfile::tempdir().unwrap();
+        let a = Arc::new(DiskCache::open(t.path(), 1 << 20).unwrap());
+        let b = Arc::new(DiskCache::open(t.path(), 1 << 20).unwrap());
+        let calls = Arc::new(AtomicU64::new(0));
+        let k = Key::of(&[b"shared"]);
+        let hs: Vec<_> = [a, b]
+            .into_iter()
+            .map(|c| {
+                let calls = calls.clone();
+                std::thread::spawn(move || {
+                    c.get_or_insert(&k, &mut |s| {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(100));
+                        s.write_all(b"value")?;
+                        Ok(())
+                    })
+                    .unwrap()
+                    .len()
+                })
+            })
+            .collect();
+        for h in hs {
+            assert_eq!(h.join().unwrap(), 5);
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+}

@@ -1,0 +1,319 @@
+//! Open files of the view: what one `open` serves, read positionally by
+//! any number of threads.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::copy;
+use crate::data_cache::{Data, Key, MemoryCache, Sink};
+use crate::io::ReadAt;
+use crate::layout::{BlobRef, BlobStore, Layout, LayoutError};
+use crate::source::{self, SourceId, SourceStat};
+
+use super::fat::{ArchivePlan, FatBinary};
+use super::{Attr, Error, Origin, Result, Stats};
+
+/// Decodes of compressed bundles running at once: each holds an object
+/// buffer and a zstd window outside the cache budget, so their number is
+/// bounded instead of growing with the worker threads.
+const DECODE_SLOTS: usize = 2;
+
+/// How far ahead (in served bytes) a sequential reader's next source
+/// extents are prefetched (an archive's code objects are ~1-2 MB each).
+const PREFETCH_WINDOW: u64 = 4 << 20;
+
+/// A counting semaphore for [`DECODE_SLOTS`].
+#[derive(Default)]
+pub(super) struct Slots {
+    used: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Slots {
+    pub(super) fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *used >= DECODE_SLOTS {
+            used = self.freed.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += 1;
+        drop(used);
+        /// Frees the slot however `f` ends (a panic must not leak it, or
+        /// every later decode would wait for ever).
+        struct Release<'a>(&'a Slots);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                *self.0.used.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+                self.0.freed.notify_one();
+            }
+        }
+        let _release = Release(self);
+        f()
+    }
+}
+
+
+/// What an open file serves.
+#[derive(Clone)]
+pub(super) enum Content {
+    Pass(Layout),
+    Binary(Arc<FatBinary>),
+    /// An archive in scheme `none`, served from its layout.
+    Archive(Arc<ArchivePlan>),
+    /// An archive in scheme `zstd-per-kernel`: its bytes, from the cache.
+    Compressed(Arc<ArchivePlan>, Data),
+}
+
+/// Key of one decoded code object: source version, CCOB offset, range.
+fn object_key(id: &SourceId, at: u64, offset: u64, len: u64) -> Key {
+    let mut b = Vec::with_capacity(96);
+    for v in [id.dev, id.ino, id.size, id.mtime.sec as u64, id.mtime.nsec as u64, id.ctime.sec as u64, id.ctime.nsec as u64, at, offset, len] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    Key::of(&[b"object", &b])
+}
+
+/// Decoded blobs of one source identity, through the shared memory cache.
+struct Blobs<'a> {
+    cache: &'a MemoryCache,
+    slots: &'a Slots,
+    id: SourceId,
+}
+
+impl BlobStore for Blobs<'_> {
+    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> std::result::Result<Arc<Vec<u8>>, LayoutError> {
+        self.cache
+            .get_or_load(&object_key(&self.id, blob.at, offset, len), || {
+                self.slots.run(|| crate::bundle::ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len))
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(LayoutError::Shared)
+    }
+}
+
+/// Everything an open file shares with the view.
+#[derive(Clone)]
+pub(super) struct Shared {
+    pub slots: Arc<Slots>,
+    pub blobs: Arc<MemoryCache>,
+    pub stats: Arc<Stats>,
+}
+
+/// An open file of the view. Reads are positional and may run concurrently.
+pub struct OpenFile {
+    shared: Shared,
+    /// A complete local copy of this content (disk cache), if one exists.
+    materialized: Option<Data>,
+    content: Content,
+    file: File,
+    id: SourceId,
+    /// Mode, owner and link count of the source when opened (see
+    /// [`OpenFile::unchanged`]).
+    meta: (u32, u32, u32, u64),
+    attr: Attr,
+    /// Where the previous read ended (sequential-access detection).
+    last_end: AtomicU64,
+    /// Layout position up to which source extents were prefetched.
+    prefetched: AtomicU64,
+    pub(super) path: PathBuf,
+}
+
+impl OpenFile {
+    pub(super) fn new(shared: Shared, content: Content, file: File, st: &SourceStat, attr: Attr, path: PathBuf) -> OpenFile {
+        OpenFile {
+            shared,
+            materialized: None,
+            content,
+            file,
+            id: st.id(),
+            meta: (st.perm, st.uid, st.gid, st.nlink),
+            attr,
+            last_end: AtomicU64::new(u64::MAX),
+            prefetched: AtomicU64::new(0),
+            path,
+        }
+    }
+
+    /// The same content over another handle of the same source version
+    /// (for a background copy that must not share file positions).
+    pub(super) fn reopened(&self, file: File) -> OpenFile {
+        OpenFile {
+            shared: self.shared.clone(),
+            materialized: None,
+            content: self.content.clone(),
+            file,
+            id: self.id,
+            meta: self.meta,
+            attr: self.attr.clone(),
+            last_end: AtomicU64::new(u64::MAX),
+            prefetched: AtomicU64::new(0),
+            path: self.path.clone(),
+        }
+    }
+
+    pub(super) fn content(&self) -> &Content {
+        &self.content
+    }
+
+    pub(super) fn set_materialized(&mut self, d: Data) {
+        self.materialized = Some(d);
+    }
+
+    /// The layout of the content in uncompressed form (for a compressed
+    /// archive: its scheme-`none` equivalent, not the bytes served).
+    pub fn layout(&self) -> &Layout {
+        match &self.content {
+            Content::Pass(l) => l,
+            Content::Binary(fb) => &fb.plan.layout,
+            Content::Archive(ap) | Content::Compressed(ap, _) => &ap.layout,
+        }
+    }
+
+    /// Bytes served.
+    pub fn len(&self) -> u64 {
+        match &self.content {
+            Content::Compressed(_, d) => d.len(),
+            _ => self.layout().len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The file's attributes as of its opening (what `fstat` on the open
+    /// file reports, even after the source moved on).
+    pub fn attr(&self) -> &Attr {
+        &self.attr
+    }
+
+    /// Identity of the source file being served.
+    pub fn source_id(&self) -> SourceId {
+        self.id
+    }
+
+    pub fn origin(&self) -> Origin {
+        match self.content {
+            Content::Pass(_) => Origin::Passthrough,
+            Content::Binary(_) => Origin::Transformed,
+            Content::Archive(_) | Content::Compressed(..) => Origin::Archive,
+        }
+    }
+
+    /// A local file holding exactly the bytes served, for kernel
+    /// passthrough: the source itself when served unchanged, else a
+    /// complete disk-cache entry if there is one.
+    pub fn passthrough_file(&self) -> Option<&File> {
+        match &self.content {
+            Content::Pass(_) => Some(&self.file),
+            Content::Compressed(_, d) => d.file(),
+            _ => self.materialized.as_ref().and_then(Data::file),
+        }
+    }
+
+    /// The source file the layout's source extents refer to.
+    pub fn source_file(&self) -> &File {
+        &self.file
+    }
+
+    /// Whether the source still holds the bytes this file was opened with.
+    /// A ctime change alone is accepted when it comes with a metadata
+    /// change that explains it — unlinked or renamed over (the usual
+    /// upgrade: link count), chmod, chown — since readers that still have
+    /// the old version open or mapped must keep getting it. A ctime change
+    /// with nothing else visibly different is a rewrite that restored the
+    /// size and mtime (`cp -p`, `rsync --inplace -t`): refused.
+    fn unchanged(&self, now: &SourceStat) -> bool {
+        let id = now.id();
+        id == self.id || (id.same_content(&self.id) && (now.perm, now.uid, now.gid, now.nlink) != self.meta)
+    }
+
+    /// Fills `buf` from `offset`; returns the count (short only at EOF).
+    /// Fails with [`Error::Changed`] rather than serve bytes of a source
+    /// that changed under the plan. A compressed archive is read from its
+    /// cache entry, which holds this version's bytes whatever the source
+    /// does next.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let n = match &self.content {
+            Content::Compressed(_, d) => d.read_at(offset, buf)?,
+            _ => self.read_layout(offset, buf)?,
+        };
+        self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
+        self.shared.stats.bytes_served.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn read_layout(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let r = self.layout().read_at(offset, buf, &self.file, &self.blob_store());
+        let still = source::fstat_file(&self.file).is_ok_and(|s| self.unchanged(&s));
+        if !still {
+            return Err(Error::Changed(self.path.display().to_string()));
+        }
+        let n = r?;
+        // A sequential reader of an archive walks scattered source ranges:
+        // start the disk on the next ones before it asks.
+        let end = offset + n as u64;
+        // Each upcoming extent is prefetched whole, once.
+        if self.last_end.swap(end, Ordering::Relaxed) == offset && n > 0 {
+            let done = self.prefetched.load(Ordering::Relaxed);
+            for (start, at, len) in self.layout().source_extents_after(end, PREFETCH_WINDOW) {
+                if start >= done {
+                    self.file.prefetch(at, len);
+                    self.prefetched.fetch_max(start + len, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Decoded-blob access for external copy loops.
+    pub fn blob_store(&self) -> impl BlobStore + '_ {
+        Blobs { cache: &self.shared.blobs, slots: &self.shared.slots, id: self.id }
+    }
+
+    /// Writes the served bytes to `dst` (offset 0; truncated to the length):
+    /// a cache entry by in-kernel copy, a layout extent by extent. Fails
+    /// rather than write bytes of a source that changed meanwhile.
+    pub fn write_to(&self, dst: &File) -> Result<u64> {
+        let whole = match &self.content {
+            Content::Compressed(_, d) => Some(d),
+            _ => self.materialized.as_ref(),
+        };
+        if let Some(d) = whole {
+            match d {
+                Data::File(e) => copy::copy_range(&e.file, 0, dst, 0, e.len)?,
+                Data::Memory(v) => copy::write_all_at(dst, v, 0)?,
+            }
+            dst.set_len(d.len())?;
+            return Ok(d.len());
+        }
+        let n = copy::write_layout(self.layout(), &self.file, &mut |pos, buf| self.read_at(pos, buf), dst)?;
+        // The source must still be the one we planned from.
+        let mut probe = [0u8; 1];
+        if n > 0 {
+            self.read_at(0, &mut probe)?;
+        }
+        Ok(n)
+    }
+
+    /// Writes the served bytes to a cache sink: in-kernel copies when it
+    /// is a file, else through memory.
+    pub(super) fn write_to_sink(&self, sink: &mut dyn Sink) -> Result<u64> {
+        if let Some(f) = sink.as_file() {
+            return self.write_to(f);
+        }
+        let mut buf = vec![0u8; 1 << 20];
+        let mut pos = 0;
+        while pos < self.len() {
+            let n = self.read_at(pos, &mut buf)?;
+            if n == 0 {
+                return Err(Error::Changed(self.path.display().to_string()));
+            }
+            sink.write_all(&buf[..n])?;
+            pos += n as u64;
+        }
+        Ok(pos)
+    }
+}
