@@ -51,6 +51,24 @@ pub fn tempdir() -> TempDir {
     tempfile::Builder::new().prefix("kpackfs-test-").tempdir().expect("tempdir")
 }
 
+/// The cache directory of this test process's mounts and bakes (never the
+/// machine's `/var/cache/kpackfs`): one per test binary, so its tests also
+/// share it the way several daemons would.
+pub fn test_cache_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(tempdir).path()
+}
+
+/// `extra` plus `--cache-dir <test cache>` unless it names a cache dir.
+pub fn with_cache_dir(extra: &[&str]) -> Vec<OsString> {
+    let mut v: Vec<OsString> = extra.iter().map(OsString::from).collect();
+    if !extra.iter().any(|a| a.starts_with("--cache-dir")) {
+        v.push("--cache-dir".into());
+        v.push(test_cache_dir().join("cache").into());
+    }
+    v
+}
+
 /// Is something mounted exactly at `mnt`?
 pub fn mounted(mnt: &Path) -> bool {
     let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
@@ -97,7 +115,7 @@ impl Mount {
         if let Some(s) = source {
             cmd.arg(s);
         }
-        cmd.arg(mnt).arg("--arch").arg(arch).args(extra);
+        cmd.arg(mnt).arg("--arch").arg(arch).args(with_cache_dir(extra));
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
         match log {
             Some(p) => {
@@ -206,7 +224,7 @@ pub fn assert_same_tree(a: &BTreeMap<PathBuf, Node>, b: &BTreeMap<PathBuf, Node>
 pub fn bake(source: &Path, arch: &str, extra: &[&str]) -> TempDir {
     let dir = tempdir();
     let dest = dir.path().join("out");
-    let st = Command::new(kpackfs()).arg("bake").arg(source).arg(&dest).arg("--arch").arg(arch).arg("-q").args(extra).status().expect("bake");
+    let st = Command::new(kpackfs()).arg("bake").arg(source).arg(&dest).arg("--arch").arg(arch).arg("-q").args(with_cache_dir(extra)).status().expect("bake");
     assert!(st.success(), "bake failed: {st}");
     dir
 }
@@ -305,6 +323,24 @@ pub fn stub_records(out: &Path) -> Vec<StubRecord> {
 pub fn expected_object(binary: &str, index: usize, arch: &str) -> Vec<u8> {
     let p = assets().join("expected").join(binary).join(index.to_string()).join(format!("{}.co", arch.replace(':', "_")));
     fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Bundle each wrapper of `binary` points at (test_assets/expected/*/layout.tsv).
+pub fn wrapper_bundles(binary: &str) -> Vec<usize> {
+    let t = fs::read_to_string(assets().join("expected").join(binary).join("layout.tsv")).unwrap();
+    let get = |k: &str| t.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix('\t'))).map(|v| v.trim().parse::<usize>().unwrap());
+    let n = get("wrappers").unwrap();
+    (0..n).map(|i| get(&format!("wrapper_bundle_{i}")).unwrap()).collect()
+}
+
+/// The code object the fat runtime loads for each device: the binaries'
+/// targets are fixed by test_assets/build.sh.
+pub fn expected_arch(binary: &str, device: &str) -> &'static str {
+    match (device, binary) {
+        ("gfx1030", _) => "gfx1030",
+        (_, "libtwo.so") => "gfx90a",
+        _ => "gfx90a:xnack-",
+    }
 }
 
 /// Random-access comparison helper: pread `len` bytes at `off` from both.

@@ -314,42 +314,51 @@ fn materialized_copies_follow_source_changes_and_orphans_are_removed() {
     let cache = tempdir();
     let dir = cache.path().join("copies");
     fs::create_dir_all(&dir).unwrap();
-    // A partial copy of a daemon that no longer exists (pids never reach
-    // 2^31) is removed at mount; one of a live process (this test) is kept.
-    let orphan = dir.join(".tmp-2147483646-0000000000000000-0000000000000000-x");
-    let live = dir.join(format!(".tmp-{}-0000000000000000-0000000000000000-y", std::process::id()));
+    // A partial entry whose computation is no longer running (its key's
+    // lock is free) is removed at mount; one whose lock is held (here by
+    // this test, standing in for another daemon) is kept.
+    let (dead, live) = ("0".repeat(32), "1".repeat(32));
+    let orphan = dir.join(format!("tmp.2147483646.{dead}.data"));
+    let busy = dir.join(format!("tmp.{}.{live}.data", std::process::id()));
     fs::write(&orphan, b"partial").unwrap();
-    fs::write(&live, b"partial").unwrap();
+    fs::write(&busy, b"partial").unwrap();
+    let lock = fs::File::create(dir.join(format!("{live}.lock"))).unwrap();
+    lock.lock().unwrap();
     let arch = "gfx90a";
-    let m = Mount::new(Some(root), arch, &["--materialize", dir.to_str().unwrap()]);
-    assert!(!orphan.exists(), "partial copy of a dead daemon kept");
-    assert!(live.exists(), "partial copy of a live process removed");
-    fs::remove_file(&live).unwrap();
+    let two = root.join("lib/libtwo.so");
+    let old = transformed("libtwo.so", "libtwo.so", arch);
+    // Room for one copy of libtwo, not two: a new version's copy pushes the
+    // old one out (least recently used first).
+    let limit = (old.len() * 3 / 2).to_string();
+    let m = Mount::new(Some(root), arch, &["--materialize", "--cache-dir", dir.to_str().unwrap(), "--cache-dir-size", &limit]);
+    assert!(!orphan.exists(), "partial entry of a dead computation kept");
+    assert!(busy.exists(), "partial entry of a running computation removed");
+    drop(lock);
+    fs::remove_file(&busy).unwrap();
+    assert!(two.exists());
 
     let copies = || -> Vec<(String, Vec<u8>)> {
         let mut v: Vec<_> = fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap())
-            .filter(|e| e.file_name().to_str().is_some_and(|n| !n.starts_with('.') && n.ends_with("-libtwo.so")))
+            .filter(|e| e.file_name().to_str().is_some_and(|n| !n.starts_with("tmp.") && n.ends_with(".data")))
             .map(|e| (e.file_name().to_string_lossy().into_owned(), fs::read(e.path()).unwrap()))
+            .filter(|(_, b)| b.starts_with(b"\x7fELF"))
             .collect();
         v.sort();
         v
     };
     let two = m.path("lib/libtwo.so");
-    let old = transformed("libtwo.so", "libtwo.so", arch);
     assert_eq!(fs::read(&two).unwrap(), old);
     assert!(eventually(10, || copies().len() == 1), "no local copy written");
     let first = copies();
     assert!(first[0].1 == old, "local copy differs from the view");
 
-    // A new source version: its copy replaces the old one, not beside it.
+    // A new source version gets a copy of its own; the old one is evicted.
     let new = replace_libtwo_by_rename(root, &two, arch);
     assert!(eventually(10, || { let c = copies(); c.len() == 1 && c[0].0 != first[0].0 }), "copy of the old version not replaced: {:?}", copies().iter().map(|c| &c.0).collect::<Vec<_>>());
     let c = copies();
     assert!(c[0].1 == new, "local copy of the new version differs from the view ({} vs {} bytes)", c[0].1.len(), new.len());
-    // The slot (first 16 hex digits) is the same file; the version differs.
-    assert_eq!(first[0].0[..16], c[0].0[..16], "{:?} {:?}", first[0].0, c[0].0);
     assert!(fs::read(&two).unwrap() == new, "view changed after the copy");
 }
 

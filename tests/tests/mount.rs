@@ -281,7 +281,7 @@ fn materialized_copies_are_served_by_the_kernel_and_identical() {
     require_root();
     let cache = tempdir();
     let dir = cache.path().join("copies");
-    let m = Mount::new(Some(&demo()), "gfx90a", &["--materialize", dir.to_str().unwrap()]);
+    let m = Mount::new(Some(&demo()), "gfx90a", &["--materialize", "--cache-dir", dir.to_str().unwrap()]);
     let baked = bake(&demo(), "gfx90a", &[]);
     let files = ["lib/libdemo.so.1.0", "lib/.kpack/libdemo.so.1.0_gfx90a:xnack-.kpack", "bin/demo_app"];
     // A handle kept open in page-cache mode must keep working while the
@@ -290,7 +290,7 @@ fn materialized_copies_are_served_by_the_kernel_and_identical() {
     for f in files {
         assert_eq!(fs::read(m.path(f)).unwrap(), fs::read(baked.path().join("out").join(f)).unwrap(), "{f}");
     }
-    let copies = || fs::read_dir(&dir).map(|d| d.filter(|e| !e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.')).count()).unwrap_or(0);
+    let copies = || fs::read_dir(&dir).map(|d| d.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".data")).count()).unwrap_or(0);
     let start = std::time::Instant::now();
     while copies() < files.len() && start.elapsed() < std::time::Duration::from_secs(10) {
         std::thread::sleep(std::time::Duration::from_millis(20));

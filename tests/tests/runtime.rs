@@ -48,24 +48,6 @@ fn recompress(input: &Path, output: &Path, args: &[&str]) {
     assert!(st.success(), "recompress {}", input.display());
 }
 
-/// Bundle each wrapper of `binary` points at (test_assets/expected/*/layout.tsv).
-fn wrapper_bundles(binary: &str) -> Vec<usize> {
-    let t = fs::read_to_string(assets().join("expected").join(binary).join("layout.tsv")).unwrap();
-    let get = |k: &str| t.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix('\t'))).map(|v| v.trim().parse::<usize>().unwrap());
-    let n = get("wrappers").unwrap();
-    (0..n).map(|i| get(&format!("wrapper_bundle_{i}")).unwrap()).collect()
-}
-
-/// The code object the fat runtime loads for each device: the binaries'
-/// targets are fixed by test_assets/build.sh.
-fn expected_arch(binary: &str, device: &str) -> &'static str {
-    match (device, binary) {
-        ("gfx1030", _) => "gfx1030",
-        (_, "libtwo.so") => "gfx90a",
-        _ => "gfx90a:xnack-",
-    }
-}
-
 /// Runs `cmd` (a program or the dlopen driver) with the stub for `device`
 /// and returns the records it wrote.
 fn run_with_stub(cmd: &mut Command, device: &str, loader: &str, out: &Path) -> Vec<StubRecord> {

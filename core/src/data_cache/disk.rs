@@ -197,6 +197,19 @@ fn sync_dir(dir: &Path) {
     let _ = dir;
 }
 
+/// Test hook (debug builds only): `KPACKFS_TEST_SLOW_CACHE_WRITE=ms`
+/// holds every entry between its write and its rename, so tests can kill
+/// a daemon while it writes.
+#[cfg(debug_assertions)]
+fn slow_write_hook() {
+    if let Some(ms) = std::env::var("KPACKFS_TEST_SLOW_CACHE_WRITE").ok().and_then(|v| v.parse().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn slow_write_hook() {}
+
 impl DiskCache {
     /// Opens (creating) the cache directory `dir`, holding at most `limit`
     /// bytes of entries.
@@ -342,6 +355,7 @@ impl DiskCache {
         let r = (|| -> Result<(), CacheError> {
             let mut f = create_private(&tmp_data)?;
             fill(&mut f)?;
+            slow_write_hook();
             let len = f.metadata()?.len();
             let crc = crc_of(&f, len)?;
             f.sync_all()?;

@@ -1,0 +1,268 @@
+//! Archive compression and the cache directory, through real mounts and
+//! the real CLI: CCOB sources get `zstd-per-kernel` archives that both
+//! loader generations resolve to clang-offload-bundler's objects; plain
+//! sources keep zero-copy `none` archives; the cache directory is reused by
+//! remounts and `bake`; a daemon killed while writing it, or a damaged
+//! entry, never leads to wrong bytes; an empty selection is reported once.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kpackfs_tests::*;
+
+/// lib/ with a plain binary and two CCOB variants (v3 zstd, v2 zlib).
+fn source() -> TempDir {
+    let dir = tempdir();
+    let lib = dir.path().join("lib");
+    fs::create_dir_all(&lib).unwrap();
+    fs::copy(assets().join("bin/libtwo.so"), lib.join("libtwo.so")).unwrap();
+    recompress("libtwo.so", &lib.join("libtwo_ccob.so"), &["--ccob-version", "3"]);
+    recompress("libmulti.so", &lib.join("libmulti_zlib.so"), &["--ccob-version", "2", "--method", "zlib"]);
+    dir
+}
+
+fn recompress(asset: &str, out: &Path, args: &[&str]) {
+    let st = Command::new(kpackfs()).arg("recompress").arg(assets().join("bin").join(asset)).arg(out).args(args).stderr(Stdio::null()).status().unwrap();
+    assert!(st.success());
+}
+
+fn asset_of(name: &str) -> &str {
+    match name {
+        "libtwo_ccob.so" => "libtwo.so",
+        "libmulti_zlib.so" => "libmulti.so",
+        n => n,
+    }
+}
+
+/// The scheme `kpackfs inspect` reports for an archive.
+fn scheme(archive: &Path) -> String {
+    let o = Command::new(kpackfs()).arg("inspect").arg(archive).output().unwrap();
+    assert!(o.status.success(), "inspect {}: {}", archive.display(), String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.split("scheme ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_else(|| panic!("no scheme in {text}")).to_string()
+}
+
+/// Every wrapper of `lib` (a served binary under `root/lib`) resolves, with
+/// both loaders agreeing, to clang-offload-bundler's object for `device`.
+fn resolves_exactly(root: &Path, name: &str, device: &str) {
+    let out = tempdir();
+    let o = Command::new(kpackfs())
+        .arg("resolve")
+        .arg(root.join("lib").join(name))
+        .args(["--arch", device, "--loader", "both", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "resolve {name} for {device}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let asset = asset_of(name);
+    for (i, bundle) in wrapper_bundles(asset).into_iter().enumerate() {
+        let got = fs::read(out.path().join(format!("{i}.co"))).unwrap();
+        let want = expected_object(asset, bundle, expected_arch(asset, device));
+        assert!(got == want, "{name} wrapper {i} for {device}: code object differs from clang-offload-bundler's");
+    }
+}
+
+/// The archive schemes and exact resolution of a served tree.
+fn check_tree(root: &Path, expect: &[(&str, &str)]) {
+    for (name, want) in expect {
+        for (file_target, device) in [("gfx90a:xnack-", "gfx90a:sramecc+:xnack-"), ("gfx1030", "gfx1030")] {
+            let target = if *name == "libtwo.so" || *name == "libtwo_ccob.so" { file_target.split(':').next().unwrap() } else { file_target };
+            let archive = root.join(format!("lib/.kpack/{name}_{target}.kpack"));
+            assert_eq!(scheme(&archive), *want, "{}", archive.display());
+            resolves_exactly(root, name, device);
+        }
+    }
+}
+
+#[test]
+fn ccob_sources_get_zstd_archives_that_resolve_exactly() {
+    require_root();
+    let src = source();
+    let arch = "gfx90a:xnack-,gfx1030";
+    let auto = [("libtwo.so", "none"), ("libtwo_ccob.so", "zstd-per-kernel"), ("libmulti_zlib.so", "zstd-per-kernel")];
+    let m = Mount::new(Some(src.path()), arch, &[]);
+    check_tree(&m.mnt, &auto);
+    let baked = bake(src.path(), arch, &[]);
+    check_tree(&baked.path().join("out"), &auto);
+    assert_same_tree(&snapshot(&m.mnt), &snapshot(&baked.path().join("out")), "mount vs bake (auto)");
+    // Forced either way, through the CLI and the fstab form.
+    let zstd = bake(src.path(), arch, &["--archive-compression", "zstd"]);
+    check_tree(&zstd.path().join("out"), &[("libtwo.so", "zstd-per-kernel"), ("libtwo_ccob.so", "zstd-per-kernel")]);
+    let none = Mount::new(Some(src.path()), arch, &["-o", "archive_compression=none"]);
+    check_tree(&none.mnt, &[("libtwo.so", "none"), ("libtwo_ccob.so", "none"), ("libmulti_zlib.so", "none")]);
+}
+
+fn stats(mnt: &Path) -> String {
+    let out = Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())").arg(mnt).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stat_value(stats: &str, key: &str) -> u64 {
+    stats.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse().ok())).unwrap_or_else(|| panic!("no {key} in {stats}"))
+}
+
+fn entries(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(suffix)).collect()).unwrap_or_default();
+    v.sort();
+    v
+}
+
+const ARCHIVE: &str = "lib/.kpack/libtwo_ccob.so_gfx90a.kpack";
+
+/// What the archive must hold: computed with no cache directory at all.
+fn reference_archive(src: &Path) -> Vec<u8> {
+    let b = bake(src, "gfx90a", &["--cache-dir", "none"]);
+    fs::read(b.path().join("out").join(ARCHIVE)).unwrap()
+}
+
+#[test]
+fn the_cache_dir_is_reused_by_remounts_and_bake() {
+    require_root();
+    let src = source();
+    let cache = tempdir();
+    let dir = cache.path().join("c");
+    let opts = ["--cache-dir", dir.to_str().unwrap()];
+    let want = reference_archive(src.path());
+    {
+        let m = Mount::new(Some(src.path()), "gfx90a", &opts);
+        assert_eq!(fs::metadata(m.path(ARCHIVE)).unwrap().len(), want.len() as u64);
+        assert_eq!(stat_value(&stats(&m.mnt), "disk_misses"), 1);
+        assert!(fs::read(m.path(ARCHIVE)).unwrap() == want);
+    }
+    let made: Vec<(PathBuf, u64)> = entries(&dir, ".data").into_iter().map(|p| { let i = fs::metadata(&p).unwrap().ino(); (p, i) }).collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    let mode = fs::metadata(&dir).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o700, "cache dir not private");
+    // A fresh mount finds it: the first stat is a lookup, nothing recomputed.
+    let m = Mount::new(Some(src.path()), "gfx90a", &opts);
+    assert_eq!(fs::metadata(m.path(ARCHIVE)).unwrap().len(), want.len() as u64);
+    let s = stats(&m.mnt);
+    assert_eq!(stat_value(&s, "disk_misses"), 0, "{s}");
+    assert!(fs::read(m.path(ARCHIVE)).unwrap() == want);
+    // And so does bake, and a second daemon on the same directory.
+    let b = bake(src.path(), "gfx90a", &opts);
+    assert!(fs::read(b.path().join("out").join(ARCHIVE)).unwrap() == want);
+    let m2 = Mount::new(Some(src.path()), "gfx90a", &opts);
+    assert!(fs::read(m2.path(ARCHIVE)).unwrap() == want);
+    assert_eq!(stat_value(&stats(&m2.mnt), "disk_misses"), 0);
+    // Bake also made the entries of the other CCOB binary's archives; the
+    // first entry is the same file (not rewritten).
+    let after: Vec<(PathBuf, u64)> = entries(&dir, ".data").into_iter().map(|p| { let i = fs::metadata(&p).unwrap().ino(); (p, i) }).collect();
+    assert!(after.contains(&made[0]), "the entry was rewritten: {after:?} vs {made:?}");
+    assert_eq!(after.len(), 3, "libtwo_ccob's archive and libmulti_zlib's two (xnack-, xnack+): {after:?}");
+}
+
+#[test]
+fn a_daemon_killed_while_writing_or_a_damaged_entry_never_serves_wrong_bytes() {
+    require_root();
+    let src = source();
+    let cache = tempdir();
+    let dir = cache.path().join("c");
+    let want = reference_archive(src.path());
+    let work = tempdir();
+    let mnt = work.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    // The daemon stalls between writing the entry and renaming it.
+    let mut child = Command::new(kpackfs())
+        .args(["mount", "-f"])
+        .arg(src.path())
+        .arg(&mnt)
+        .args(["--arch", "gfx90a", "--auto-unmount", "--cache-dir"])
+        .arg(&dir)
+        .env("KPACKFS_TEST_SLOW_CACHE_WRITE", "20000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !mounted(&mnt) {
+        assert!(start.elapsed() < Duration::from_secs(20), "mount did not come up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let archive = mnt.join(ARCHIVE);
+    let stat = std::thread::spawn(move || fs::metadata(archive).map(|m| m.len()));
+    let start = Instant::now();
+    while !entries(&dir, ".data").iter().any(|p| p.file_name().unwrap().to_string_lossy().starts_with("tmp.") && fs::metadata(p).unwrap().len() > 0) {
+        assert!(start.elapsed() < Duration::from_secs(20), "no entry being written");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(stat.join().unwrap().is_err(), "the killed daemon answered");
+    let start = Instant::now();
+    while mounted(&mnt) {
+        if start.elapsed() > Duration::from_secs(5) {
+            let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(entries(&dir, ".meta").is_empty(), "a half-written entry was completed");
+
+    // The next mount serves the right bytes and clears the leftover.
+    {
+        let m = Mount::new(Some(src.path()), "gfx90a", &["--cache-dir", dir.to_str().unwrap()]);
+        assert!(fs::read(m.path(ARCHIVE)).unwrap() == want, "wrong archive after a killed write");
+        resolves_exactly(&m.mnt, "libtwo_ccob.so", "gfx90a:sramecc+:xnack-");
+    }
+    let leftovers: Vec<PathBuf> = entries(&dir, "").into_iter().filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("tmp.")).collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // One byte of the stored entry flipped (same length): found, rebuilt.
+    let data = entries(&dir, ".data");
+    assert_eq!(data.len(), 1);
+    let mut b = fs::read(&data[0]).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 0x40;
+    fs::write(&data[0], &b).unwrap();
+    let m = Mount::new(Some(src.path()), "gfx90a", &["--cache-dir", dir.to_str().unwrap()]);
+    assert!(fs::read(m.path(ARCHIVE)).unwrap() == want, "a damaged entry was served");
+    assert_eq!(stat_value(&stats(&m.mnt), "disk_damaged"), 1);
+    // A truncated one too.
+    drop(m);
+    let data = entries(&dir, ".data");
+    fs::write(&data[0], b"KPAK").unwrap();
+    let m = Mount::new(Some(src.path()), "gfx90a", &["--cache-dir", dir.to_str().unwrap()]);
+    assert_eq!(fs::metadata(m.path(ARCHIVE)).unwrap().len(), want.len() as u64);
+    assert!(fs::read(m.path(ARCHIVE)).unwrap() == want, "a truncated entry was served");
+}
+
+fn warnings(text: &str) -> usize {
+    text.lines().filter(|l| l.contains("matches no code object")).count()
+}
+
+#[test]
+fn an_empty_selection_is_reported_once() {
+    require_root();
+    let demo = assets().join("demo-install");
+    let work = tempdir();
+    let log = work.path().join("log");
+    let m = Mount::new_logged(Some(&demo), "gfx1100", &[], &log);
+    let start = Instant::now();
+    while warnings(&fs::read_to_string(&log).unwrap()) == 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Browsing does not repeat it.
+    let _ = snapshot(&m.mnt);
+    std::thread::sleep(Duration::from_millis(300));
+    let text = fs::read_to_string(&log).unwrap();
+    assert_eq!(warnings(&text), 1, "{text}");
+    let line = text.lines().find(|l| l.contains("matches no code object")).unwrap();
+    assert!(line.contains("gfx1100") && line.contains("gfx1030") && line.contains("gfx90a"), "{line}");
+    drop(m);
+
+    let out = work.path().join("out");
+    let o = Command::new(kpackfs()).arg("bake").arg(&demo).arg(&out).args(["--arch", "gfx1100", "-q"]).args(with_cache_dir(&[])).output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(warnings(&String::from_utf8_lossy(&o.stderr)), 1, "{}", String::from_utf8_lossy(&o.stderr));
+
+    // A selection that matches says nothing.
+    let log2 = work.path().join("log2");
+    let m = Mount::new_logged(Some(&demo), "gfx90a", &[], &log2);
+    let _ = snapshot(&m.mnt);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(warnings(&fs::read_to_string(&log2).unwrap()), 0);
+}
