@@ -256,15 +256,19 @@ impl Stub {
             };
             let lib = dir.join("libamdhip64.so.5");
             let map = format!("-Wl,--version-script={}", src.join("hipstub.map").display());
+            // With zstd: the runtime reads `zstd-per-kernel` archives (what
+            // the view serves for CCOB sources) as the upstream loader does.
             cc(&[
                 "-O2".as_ref(),
                 "-shared".as_ref(),
                 "-fPIC".as_ref(),
+                "-DHAVE_ZSTD".as_ref(),
                 "-o".as_ref(),
                 lib.as_os_str(),
                 src.join("hipstub.c").as_os_str(),
                 map.as_ref(),
                 "-Wl,-soname,libamdhip64.so.5".as_ref(),
+                "-lzstd".as_ref(),
             ]);
             let drv = dir.join("dlopen_driver");
             cc(&["-O2".as_ref(), "-o".as_ref(), drv.as_os_str(), src.join("dlopen_driver.c").as_os_str(), "-ldl".as_ref()]);
