@@ -8,11 +8,19 @@ assets=$here/../../test_assets
 vec=$assets/vectors
 c=$here/corpus
 mkdir -p "$c"/{bundle,target_id,elf_plan,pe_plan,marker,kpack}
-for f in "$assets"/bin/*.so "$assets"/bin/app_* "$vec"/generated-golden/elf/* "$vec"/generated-golden/kpack/split_*; do
+# The vectors get a prefix: some share a name (app_pie, app_nopie) with a
+# different file in bin/, and both are worth keeping.
+for f in "$assets"/bin/*.so "$assets"/bin/app_*; do
   [ -f "$f" ] && cp "$f" "$c/elf_plan/$(basename "$f")"
 done
-for f in "$assets"/bin/*.dll "$assets"/bin/*.exe "$vec"/generated-golden/pe/*; do
+for f in "$vec"/generated-golden/elf/* "$vec"/generated-golden/kpack/split_*; do
+  [ -f "$f" ] && cp "$f" "$c/elf_plan/vec_$(basename "$f")"
+done
+for f in "$assets"/bin/*.dll "$assets"/bin/*.exe; do
   [ -f "$f" ] && cp "$f" "$c/pe_plan/$(basename "$f")"
+done
+for f in "$vec"/generated-golden/pe/*; do
+  [ -f "$f" ] && cp "$f" "$c/pe_plan/vec_$(basename "$f")"
 done
 cp "$vec"/generated-golden/fatbin/*.bin "$c/bundle/"
 cp "$vec"/upstream-kpack/*.kpack "$vec"/generated-golden/kpack/*.kpack "$c/kpack/"
