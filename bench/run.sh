@@ -167,7 +167,6 @@ b=$(busy)
 if [ -n "$b" ]; then
   echo "bench/run.sh: background load that would distort the figures:" >&2; echo "$b" | sed 's/^/   /' >&2
   if [ "$BUSY_WAIT" -gt 0 ]; then
-    [ -d /work/notes/fuzz ] && echo "   (stop the fuzz loop with: touch /work/notes/fuzz/STOP)" >&2
     echo "   waiting up to ${BUSY_WAIT}s for it to end" >&2
     end=$(( $(date +%s) + BUSY_WAIT ))
     while [ -n "$(busy)" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 10; done

@@ -12,11 +12,12 @@
 #   5. smoke-tests kpackfs.exe under wine: archs, bake, resolve, and a mount
 #      that must fail cleanly (wine has no Dokan driver).
 # Mounting itself needs the Dokan kernel driver: only real Windows can test it.
-# Tools: ../shared/tools/windows-cross/ (override with KPACKFS_WINDOWS_CROSS).
+# Helpers: fs-windows/cross/ (the compiler wrapper and the DLL stub; another
+# directory with the same two files can be given in KPACKFS_WINDOWS_CROSS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-cross=$(cd "${KPACKFS_WINDOWS_CROSS:-$repo/../shared/tools/windows-cross}" && pwd)
+cross=$(cd "${KPACKFS_WINDOWS_CROSS:-$repo/fs-windows/cross}" && pwd)
 target=x86_64-pc-windows-gnu
 start=$(date +%s)
 step() { echo "== fs-windows/check.sh: $* [$(($(date +%s) - start))s]"; }
@@ -32,7 +33,7 @@ export WINEDLLOVERRIDES="mscoree,mshtml="
 stub=$repo/target/windows-cross/bcryptprimitives.dll
 if [ ! -f "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" ] || [ "$cross/bcryptprimitives.c" -nt "$stub" ]; then
   mkdir -p "$(dirname "$stub")"
-  x86_64-w64-mingw32-gcc -shared -O2 -o "$stub" "$cross/bcryptprimitives.c"
+  x86_64-w64-mingw32-gcc -shared -O2 -o "$stub" "$cross/bcryptprimitives.c" -lbcrypt
   wineboot -i >/dev/null 2>&1 || true
   cp "$stub" "$WINEPREFIX/drive_c/windows/system32/"
 fi

@@ -9,7 +9,7 @@
 #        hipcc), binutils (objcopy, readelf, GNU ld >= 2.38), g++, python3.
 #
 # bin/, expected/ and demo-install/ are deleted and regenerated on every run;
-# src/, tools/ and README.md are never modified.  At the end build_pe.sh
+# src/, tools/, vectors/ and README.md are never modified.  At the end build_pe.sh
 # adds the Windows PE/COFF assets (needs clang-15, lld-15, llvm-15).
 set -euo pipefail
 
@@ -210,8 +210,8 @@ done
 (cd "$HERE/bin" && sha256sum --quiet -c ../expected/binaries.sha256) ||
   die "bin/ does not match expected/binaries.sha256"
 
-# The shared golden fatbin dumps get their oracle extraction too.
-echo "== extracting code objects of the shared golden fatbins"
+# The golden fatbin dumps in vectors/ get their oracle extraction too.
+echo "== extracting code objects of the golden fatbins in vectors/"
 bash "$HERE/extract_golden.sh"
 
 # Windows PE/COFF assets (bin/hip_*.dll, bin/hip_app.exe): the bundles just

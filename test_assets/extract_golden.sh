@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Extracts, with clang-offload-bundler (the independent oracle), the code
-# objects of the real .hip_fatbin dumps in ../shared/vectors/generated-golden/
+# objects of the real .hip_fatbin dumps in test_assets/vectors/generated-golden/
 # into test_assets/expected/golden/. Tests compare our parser's extraction
 # from every golden fatbin (plain and CCOB) against these files.
 # Needs: apt-get install clang-15 (for /usr/lib/llvm-15/bin/clang-offload-bundler), python3.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-shared=${KPACKFS_SHARED:-$here/../../shared}
+vec=$here/vectors
 bundler=${CLANG_OFFLOAD_BUNDLER:-/usr/lib/llvm-15/bin/clang-offload-bundler}
 [ -x "$bundler" ] || { echo "missing $bundler (apt-get install clang-15)" >&2; exit 1; }
 out=$here/expected/golden
@@ -33,7 +33,7 @@ for pos in range(0, len(data), 4096):
     n += 1
 PY
 }
-split "$shared/vectors/generated-golden/fatbin/libk2_fatbin_two_bundles.bin" "$tmp"
+split "$vec/generated-golden/fatbin/libk2_fatbin_two_bundles.bin" "$tmp"
 for b in 0 1; do
   for id in $("$bundler" --list --type=o --input="$tmp/bundle$b.bin"); do
     case $id in host-*) continue;; esac

@@ -1,6 +1,6 @@
 //! The ELF planner against the reference tool's output: every `.kpacked`
 //! golden reproduced byte for byte from its input and marker values
-//! (vectors/generated-golden/README.md), the non-PIE one with the B1 fix.
+//! (test_assets/vectors/README.md), the non-PIE one with the B1 fix.
 
 mod common;
 

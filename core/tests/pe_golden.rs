@@ -1,5 +1,5 @@
 //! The PE planner against the reference tool's output
-//! (vectors/generated-golden/pe/w.dll.kpacked, marker `../.kpack/t_@GFXARCH@.kpack`,
+//! (test_assets/vectors/generated-golden/pe/w.dll.kpacked, marker `../.kpack/t_@GFXARCH@.kpack`,
 //! kernel_name `bin/w.dll`), and hostile PE inputs passed through.
 
 mod common;

@@ -2,8 +2,9 @@
  * hipstub.c - test stand-in for libamdhip64.so.5 (HIP 5.2 ABI) with an
  * independent implementation of the kpack code-object loader.
  *
- * Written from /work/shared/spec/FORMATS.md (sections 1, 2, 3.1, 5, 6) and
- * UPSTREAM-NEWEST.md section 1; no upstream code was copied.  See README.md
+ * Written from the format description in docs/formats.md (the HIP wrapper,
+ * offload bundles and CCOB, the marker, the archive and both loader
+ * generations); no upstream code was copied.  See README.md
  * for the environment variables, the log format and the build commands.
  *
  * Design rules: never crash the host process on bad input (every read from

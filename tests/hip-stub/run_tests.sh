@@ -10,7 +10,8 @@
 # librocsparse through the HIPF path (reads ~100 MB of its 1.3 GB section).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-VEC=${VEC:-/work/shared/vectors}
+# The compatibility vectors of this checkout (override with VEC=DIR).
+VEC=${VEC:-$(cd "$HERE/../../test_assets/vectors" && pwd)}
 GOLD=$VEC/generated-golden
 W=${1:-$(mktemp -d /tmp/hipstub-test.XXXXXX)}
 mkdir -p "$W"

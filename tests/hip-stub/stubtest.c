@@ -3,7 +3,12 @@
  *
  *   cc -Wall -Wextra -Werror -O1 -g -DHAVE_ZSTD -DHAVE_ZLIB \
  *      -o stubtest stubtest.c -lzstd -lz -pthread
- *   ./stubtest /work/shared/vectors
+ *   ./stubtest [VECTORS]
+ *
+ * VECTORS is the compatibility-vector directory (test_assets/vectors of the
+ * repository). Without it, the path is derived from where this source file
+ * was compiled from (__FILE__), so it works from any build directory as long
+ * as the checkout has not moved since.
  *
  * The library source is #included, so the static functions are reachable.
  * Prints one line per failed check and a summary; exits 0 iff all passed.
@@ -33,6 +38,7 @@ static int g_fail, g_pass;
           hs_status_name(want))
 
 static const char *g_vec;   /* vectors dir */
+static char g_vec_default[1024];
 static char g_tmp[256];     /* scratch dir */
 
 /* ---------------------------------------------------------------- utils */
@@ -1358,7 +1364,21 @@ static void test_threads(void)
 
 int main(int argc, char **argv)
 {
-    g_vec = argc > 1 ? argv[1] : "/work/shared/vectors";
+    if (argc > 1) {
+        g_vec = argv[1];
+    } else {
+        /* <dir of this file>/../../test_assets/vectors; __FILE__ may be a bare
+         * file name when compiled in tests/hip-stub itself. */
+        const char *f = __FILE__, *slash = strrchr(f, '/');
+        int dl = slash ? (int)(slash - f) : 1;
+        const char *dir = slash ? f : ".";
+        int n = snprintf(g_vec_default, sizeof g_vec_default, "%.*s/../../test_assets/vectors", dl, dir);
+        if (n < 0 || (size_t)n >= sizeof g_vec_default) {
+            fprintf(stderr, "stubtest: source path too long; pass the vectors directory\n");
+            return 2;
+        }
+        g_vec = g_vec_default;
+    }
     snprintf(g_tmp, sizeof g_tmp, "/tmp/stubtest.XXXXXX");
     if (!mkdtemp(g_tmp)) {
         perror("mkdtemp");

@@ -25,9 +25,11 @@ pub fn assets() -> PathBuf {
     repo().join("test_assets")
 }
 
-pub fn shared() -> PathBuf {
-    let p = std::env::var_os("KPACKFS_SHARED").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"));
-    assert!(p.join("vectors").is_dir(), "shared test data not found at {} (set KPACKFS_SHARED)", p.display());
+/// The compatibility vectors (reference-tool goldens and upstream archives,
+/// see `test_assets/vectors/README.md`).
+pub fn vectors() -> PathBuf {
+    let p = assets().join("vectors");
+    assert!(p.join("upstream-kpack").is_dir(), "test vectors not found at {}", p.display());
     p
 }
 

@@ -156,7 +156,7 @@ fn corrupt_inputs_are_passed_through_or_transformed_correctly() {
     }
     // Hostile archives already in the source (served unchanged or hidden).
     fs::create_dir_all(lib.join(".kpack")).unwrap();
-    let mut k = fs::read(shared().join("vectors/upstream-kpack/test_noop.kpack")).unwrap();
+    let mut k = fs::read(vectors().join("upstream-kpack/test_noop.kpack")).unwrap();
     put_u64(&mut k, 8, 1 << 40);
     fs::write(lib.join(".kpack/evil_gfx90a.kpack"), &k).unwrap();
     fs::copy(assets().join("bin/libhost.so"), lib.join("control.so")).unwrap();

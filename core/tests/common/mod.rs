@@ -1,5 +1,5 @@
-//! Locations of shared test data. Missing data is a test failure, never a
-//! skip: CI always has `../shared` beside the checkout.
+//! Locations of the test data, all inside the repository. Missing data is a
+//! test failure, never a skip: a checkout always carries it.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -8,18 +8,16 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-pub fn shared() -> PathBuf {
-    let p = std::env::var_os("KPACKFS_SHARED").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"));
-    assert!(p.join("vectors").is_dir(), "shared test vectors not found at {} (set KPACKFS_SHARED)", p.display());
-    p
-}
-
-pub fn vectors() -> PathBuf {
-    shared().join("vectors")
-}
-
 pub fn assets() -> PathBuf {
     repo().join("test_assets")
+}
+
+/// The compatibility vectors (reference-tool goldens and upstream archives,
+/// see `test_assets/vectors/README.md`).
+pub fn vectors() -> PathBuf {
+    let p = assets().join("vectors");
+    assert!(p.join("generated-golden").is_dir(), "test vectors not found at {}", p.display());
+    p
 }
 
 pub fn read(p: impl Into<PathBuf>) -> Vec<u8> {
