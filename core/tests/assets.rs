@@ -134,7 +134,7 @@ fn read_at_matches_materialized_bytes_for_every_planned_file() {
     for (name, v) in &all {
         for (ino, p) in files(v) {
             let f = v.open(ino).unwrap();
-            let whole = f.layout().materialize(f.source_file(), &f.blob_store()).unwrap();
+            let whole = f.layout().expect("extents").materialize(f.source_file(), &f.blob_store()).unwrap();
             assert_eq!(whole.len() as u64, v.getattr(ino).unwrap().size, "{name}: {}: stat size", p.display());
             cases.insert(format!("{name} {}", p.display()), whole);
         }
@@ -174,6 +174,6 @@ fn baked_archives_are_served_lazily() {
     let v = View::new(cfg).unwrap();
     let a = v.getattr_path(Path::new(".kpack/libtwo.so_gfx1030.kpack")).unwrap();
     let f = v.open(a.ino).unwrap();
-    let owned = f.layout().owned_bytes();
+    let owned = f.layout().expect("extents").owned_bytes();
     assert!(owned < 1024 && f.len() > 7000, "owned {owned} of {}", f.len());
 }

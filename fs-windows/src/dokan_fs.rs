@@ -421,7 +421,7 @@ mod tests {
         let Context::File { data, .. } = &f.context else { panic!("not a file") };
         let whole = {
             let of = data.get().expect("opened eagerly for GENERIC_READ");
-            of.layout().materialize(of.source_file(), &of.blob_store()).unwrap()
+            of.layout().expect("extents").materialize(of.source_file(), &of.blob_store()).unwrap()
         };
         assert_eq!(fi.file_size, whole.len() as u64);
         // Positional reads, from several threads at once on one handle.

@@ -101,16 +101,21 @@ impl Caches {
     }
 
     /// The length of a compressed archive: known from its plan, else from
-    /// the cache (a lookup), else computed now and stored.
+    /// the cache, else computed now and stored.
     pub fn compressed_len(&self, key: &Key, ap: &ArchivePlan, src: &dyn Fn() -> Result<File>) -> Result<u64> {
         if let Some(n) = ap.served_len() {
             return Ok(n);
         }
-        if let Some(n) = self.disk.as_ref().and_then(|d| d.len_of(key)) {
-            return Ok(ap.set_compressed_len(n));
-        }
         let d = self.compressed(key, ap, src)?;
         Ok(ap.set_compressed_len(d.len()))
+    }
+
+    /// A compressed archive already in the disk cache, verified (once per
+    /// process) before its size is announced — so `stat` of a cached
+    /// archive needs neither the binary's bundle headers nor a decode, and
+    /// its first read goes straight to the kernel.
+    pub fn cached_archive(&self, key: &Key) -> Option<Data> {
+        self.disk.as_ref()?.get(key)
     }
 
     /// The bytes of a compressed archive, from the cache or computed.

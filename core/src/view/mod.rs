@@ -30,7 +30,7 @@ pub use fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary};
 pub use cached::CopyPolicy;
 pub use open::OpenFile;
 
-use crate::data_cache::DiskCache;
+use crate::data_cache::{Data, DiskCache};
 use crate::db;
 use crate::host::{self, NotTransformed};
 use crate::layout::{Layout, LayoutError};
@@ -255,6 +255,8 @@ enum Node {
     Pass(SourceStat),
     Transformed(SourceStat, Arc<FatBinary>),
     Archive(SourceStat, Arc<FatBinary>, Arc<ArchivePlan>),
+    /// A compressed archive found in the disk cache (no plan needed).
+    CachedArchive(SourceStat, Arc<FatBinary>, Data),
 }
 
 /// A cached directory listing.
@@ -269,7 +271,7 @@ struct Listing {
 fn node_id(n: &Node) -> Option<SourceId> {
     match n {
         Node::Dir(_) | Node::KpackDir { .. } => None,
-        Node::Symlink(st) | Node::Pass(st) | Node::Transformed(st, _) | Node::Archive(st, _, _) => Some(st.id()),
+        Node::Symlink(st) | Node::Pass(st) | Node::Transformed(st, _) | Node::Archive(st, _, _) | Node::CachedArchive(st, _, _) => Some(st.id()),
     }
 }
 
@@ -540,29 +542,39 @@ impl View {
                 Ok(st) if st.kind == SourceKind::File => st,
                 _ => return Ok(None),
             };
-            match self.file_node(&bin, st) {
-                Ok(Node::Transformed(fst, fb)) => match self.archives(&bin, &fb) {
-                    Ok(archives) => {
-                        let Some(ap) = archives.by_name.get(name).cloned() else { return Ok(None) };
-                        if ap.compressed {
-                            // Its size is the compressed form's: computed now
-                            // (or found in the cache), once per plan.
-                            let key = Caches::key(self.tree.root(), &bin_dir.join(KPACK_DIR).join(name), &fst.id(), &self.cfg, "archive");
-                            match self.caches.compressed_len(&key, &ap, &|| self.source_of(&bin, &fst)) {
-                                Ok(_) => {}
-                                Err(Error::Changed(_)) => continue,
-                                Err(e) => return Err(e),
-                            }
-                        }
-                        return Ok(Some(Node::Archive(fst, fb, ap)));
-                    }
-                    Err(Error::Changed(_)) => continue,
-                    Err(e) => return Err(e),
-                },
+            let (fst, fb) = match self.file_node(&bin, st) {
+                Ok(Node::Transformed(fst, fb)) => (fst, fb),
                 Ok(_) | Err(Error::NotFound) => return Ok(None),
                 Err(Error::Changed(_)) => continue,
                 Err(e) => return Err(e),
+            };
+            let key = Caches::key(self.tree.root(), &bin_dir.join(KPACK_DIR).join(name), &fst.id(), &self.cfg, "archive");
+            // A compressed archive already in the disk cache is answered
+            // from the cache alone, before the binary's bundle headers (one
+            // decode per compressed bundle) are ever read.
+            if fb.archives_if_ready().is_none() && self.cfg.compression != ArchiveCompression::None {
+                if let Some(d) = self.caches.cached_archive(&key) {
+                    return Ok(Some(Node::CachedArchive(fst, fb, d)));
+                }
             }
+            let ap = match self.archives(&bin, &fb) {
+                Ok(archives) => match archives.by_name.get(name) {
+                    Some(ap) => ap.clone(),
+                    None => return Ok(None),
+                },
+                Err(Error::Changed(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            if ap.compressed {
+                // Its size is the compressed form's: computed now (or found
+                // in the cache), once per plan.
+                match self.caches.compressed_len(&key, &ap, &|| self.source_of(&bin, &fst)) {
+                    Ok(_) => {}
+                    Err(Error::Changed(_)) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(Some(Node::Archive(fst, fb, ap)));
         }
         Err(Error::Changed(bin.display().to_string()))
     }
@@ -678,6 +690,11 @@ impl View {
             Node::Pass(st) => from(st, NodeType::File, Origin::Passthrough, st.size),
             Node::Transformed(st, fb) => {
                 let mut a = from(st, NodeType::File, Origin::Transformed, fb.plan.layout.len());
+                a.nlink = 1;
+                a
+            }
+            Node::CachedArchive(st, _, d) => {
+                let mut a = from(st, NodeType::File, Origin::Archive, d.len());
                 a.nlink = 1;
                 a
             }
@@ -856,6 +873,10 @@ impl View {
                 let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
                 (dir.join(&fb.group), Content::Archive(ap), st.id())
             }
+            Node::CachedArchive(st, fb, d) => {
+                let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
+                (dir.join(&fb.group), Content::Compressed(d), st.id())
+            }
         };
         let (file, fst) = self.tree.open_file(&bin_rel)?;
         if fst.id() != want {
@@ -871,7 +892,7 @@ impl View {
                     log::warn!("{}: compressed archive has {} bytes, {} were announced", rel.display(), data.len(), attr.size);
                     return Err(Error::Changed(rel.display().to_string()));
                 }
-                Content::Compressed(ap, data)
+                Content::Compressed(data)
             }
             c => c,
         };
@@ -879,7 +900,7 @@ impl View {
         let decodes = match of.content() {
             Content::Binary(_) => Some(false),
             Content::Archive(ap) => Some(ap.decodes()),
-            Content::Pass(_) | Content::Compressed(..) => None,
+            Content::Pass(_) | Content::Compressed(_) => None,
         };
         if let Some(decodes) = decodes {
             let key = Caches::key(self.tree.root(), rel, &fst.id(), &self.cfg, "copy");

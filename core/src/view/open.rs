@@ -62,7 +62,7 @@ pub(super) enum Content {
     /// An archive in scheme `none`, served from its layout.
     Archive(Arc<ArchivePlan>),
     /// An archive in scheme `zstd-per-kernel`: its bytes, from the cache.
-    Compressed(Arc<ArchivePlan>, Data),
+    Compressed(Data),
 }
 
 /// Key of one decoded code object: source version, CCOB offset, range.
@@ -161,21 +161,23 @@ impl OpenFile {
         self.materialized = Some(d);
     }
 
-    /// The layout of the content in uncompressed form (for a compressed
-    /// archive: its scheme-`none` equivalent, not the bytes served).
-    pub fn layout(&self) -> &Layout {
+    /// The layout served, for content made of extents (`None`: a
+    /// compressed archive, served from its cache entry).
+    pub fn layout(&self) -> Option<&Layout> {
         match &self.content {
-            Content::Pass(l) => l,
-            Content::Binary(fb) => &fb.plan.layout,
-            Content::Archive(ap) | Content::Compressed(ap, _) => &ap.layout,
+            Content::Pass(l) => Some(l),
+            Content::Binary(fb) => Some(&fb.plan.layout),
+            Content::Archive(ap) => Some(&ap.layout),
+            Content::Compressed(_) => None,
         }
     }
 
     /// Bytes served.
     pub fn len(&self) -> u64 {
-        match &self.content {
-            Content::Compressed(_, d) => d.len(),
-            _ => self.layout().len(),
+        match (&self.content, self.layout()) {
+            (Content::Compressed(d), _) => d.len(),
+            (_, Some(l)) => l.len(),
+            (_, None) => 0,
         }
     }
 
@@ -198,7 +200,7 @@ impl OpenFile {
         match self.content {
             Content::Pass(_) => Origin::Passthrough,
             Content::Binary(_) => Origin::Transformed,
-            Content::Archive(_) | Content::Compressed(..) => Origin::Archive,
+            Content::Archive(_) | Content::Compressed(_) => Origin::Archive,
         }
     }
 
@@ -208,7 +210,7 @@ impl OpenFile {
     pub fn passthrough_file(&self) -> Option<&File> {
         match &self.content {
             Content::Pass(_) => Some(&self.file),
-            Content::Compressed(_, d) => d.file(),
+            Content::Compressed(d) => d.file(),
             _ => self.materialized.as_ref().and_then(Data::file),
         }
     }
@@ -236,17 +238,18 @@ impl OpenFile {
     /// cache entry, which holds this version's bytes whatever the source
     /// does next.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let n = match &self.content {
-            Content::Compressed(_, d) => d.read_at(offset, buf)?,
-            _ => self.read_layout(offset, buf)?,
+        let n = match (&self.content, self.layout()) {
+            (Content::Compressed(d), _) => d.read_at(offset, buf)?,
+            (_, Some(l)) => self.read_layout(l, offset, buf)?,
+            (_, None) => 0,
         };
         self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
         self.shared.stats.bytes_served.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
     }
 
-    fn read_layout(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let r = self.layout().read_at(offset, buf, &self.file, &self.blob_store());
+    fn read_layout(&self, layout: &Layout, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let r = layout.read_at(offset, buf, &self.file, &self.blob_store());
         let still = source::fstat_file(&self.file).is_ok_and(|s| self.unchanged(&s));
         if !still {
             return Err(Error::Changed(self.path.display().to_string()));
@@ -258,7 +261,7 @@ impl OpenFile {
         // Each upcoming extent is prefetched whole, once.
         if self.last_end.swap(end, Ordering::Relaxed) == offset && n > 0 {
             let done = self.prefetched.load(Ordering::Relaxed);
-            for (start, at, len) in self.layout().source_extents_after(end, PREFETCH_WINDOW) {
+            for (start, at, len) in layout.source_extents_after(end, PREFETCH_WINDOW) {
                 if start >= done {
                     self.file.prefetch(at, len);
                     self.prefetched.fetch_max(start + len, Ordering::Relaxed);
@@ -278,7 +281,7 @@ impl OpenFile {
     /// rather than write bytes of a source that changed meanwhile.
     pub fn write_to(&self, dst: &File) -> Result<u64> {
         let whole = match &self.content {
-            Content::Compressed(_, d) => Some(d),
+            Content::Compressed(d) => Some(d),
             _ => self.materialized.as_ref(),
         };
         if let Some(d) = whole {
@@ -289,7 +292,8 @@ impl OpenFile {
             dst.set_len(d.len())?;
             return Ok(d.len());
         }
-        let n = copy::write_layout(self.layout(), &self.file, &mut |pos, buf| self.read_at(pos, buf), dst)?;
+        let Some(layout) = self.layout() else { return Ok(0) };
+        let n = copy::write_layout(layout, &self.file, &mut |pos, buf| self.read_at(pos, buf), dst)?;
         // The source must still be the one we planned from.
         let mut probe = [0u8; 1];
         if n > 0 {
