@@ -18,7 +18,7 @@
 //! PATTERN -> generic      # matching files are generic: shown everywhere, later rules skipped
 //! ```
 //!
-//! See [`pattern`] for the pattern language.
+//! The pattern language is described in `pattern.rs` and the README.
 
 mod pattern;
 
@@ -169,11 +169,6 @@ impl Rules {
         // The table is part of the program and parsed by a unit test, so a
         // failure here is a build defect, not bad input.
         BUILTIN.get_or_init(|| Rules::parse(BUILTIN_RULES, "built-in").expect("built-in database rules parse"))
-    }
-
-    /// No rules: every file is generic.
-    pub fn empty() -> Rules {
-        Rules { rules: Vec::new() }
     }
 
     /// Parses a rules text; `origin` names it in errors (`origin:LINE`).

@@ -320,3 +320,53 @@ fn hostile_paths_pass_through() {
     assert_eq!(c(&deep), None);
     assert!(start.elapsed() < std::time::Duration::from_secs(20), "{:?}", start.elapsed());
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Pieces that steer random text towards the interesting parts of the
+    /// grammar (captures, arch tokens, separators) instead of noise.
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("gfx".to_string()),
+            Just("gfx90a".to_string()),
+            Just("-xnack".to_string()),
+            Just("-strict".to_string()),
+            Just("_".to_string()),
+            Just("/".to_string()),
+            Just("**".to_string()),
+            Just("*".to_string()),
+            Just("?".to_string()),
+            Just("{".to_string()),
+            Just("}".to_string()),
+            Just(",".to_string()),
+            Just("{arch}".to_string()),
+            Just("{ck_arch}".to_string()),
+            Just("{family}".to_string()),
+            Just(" -> ".to_string()),
+            Just("x".to_string()),
+            "[0-9]{1,3}".prop_map(String::from),
+            any::<char>().prop_map(String::from),
+        ]
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        proptest::collection::vec(piece(), 0..24).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        /// Any rule text parses or fails with an error; any path is
+        /// classified or not; nothing panics.
+        #[test]
+        fn rules_and_paths_never_panic(rule in text(), path in text()) {
+            if let Ok(rules) = Rules::parse(&rule, "fuzz") {
+                let _ = rules.classify(Path::new(&path));
+                let _ = rules.classify_dir(Path::new(&path));
+            }
+            let _ = Rules::parse_arg(&rule);
+            let _ = Rules::builtin().classify(Path::new(&path));
+            let _ = Rules::builtin().classify_dir(Path::new(&path));
+        }
+    }
+}
