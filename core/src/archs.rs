@@ -7,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::bundle;
-use crate::db::{self, DbArch};
+use crate::db::Rules;
 use crate::elf::ElfFile;
 use crate::host::{self, HostFormat};
 use crate::source::{SourceKind, SourceTree};
@@ -56,8 +56,9 @@ fn fat_section(f: &std::fs::File) -> Option<(u64, u64)> {
     }
 }
 
-/// Walks `root` (never following symlinks) and tallies targets.
-pub fn archs(root: &Path) -> io::Result<ArchReport> {
+/// Walks `root` (never following symlinks) and tallies targets; `rules`
+/// tell database files apart (the same table the view hides them by).
+pub fn archs(root: &Path, rules: &Rules) -> io::Result<ArchReport> {
     let tree = SourceTree::open(root)?;
     let mut report = ArchReport::default();
     let mut stack = vec![PathBuf::new()];
@@ -69,20 +70,14 @@ pub fn archs(root: &Path) -> io::Result<ArchReport> {
             match st.kind {
                 SourceKind::Dir => stack.push(rel),
                 SourceKind::File => {
-                    let rel_s = rel.to_string_lossy().replace('\\', "/");
                     if rel.parent().and_then(Path::file_name).is_some_and(|n| n == ".kpack") {
                         if let Some(t) = archive_name_target(&name.to_string_lossy()) {
                             report.targets.entry(t.to_string()).or_default().archives += 1;
                             continue;
                         }
                     }
-                    if let Some(a) = db::classify(&rel_s) {
-                        let key = match a {
-                            DbArch::Processor { processor, xnack: Some(x) } => format!("{processor}:xnack{}", if x { '+' } else { '-' }),
-                            DbArch::Processor { processor, xnack: None } => processor,
-                            DbArch::Family(p) => format!("{p}*"),
-                        };
-                        report.targets.entry(key).or_default().db_files += 1;
+                    if let Some(a) = rules.classify(&rel) {
+                        report.targets.entry(a.to_string()).or_default().db_files += 1;
                         continue;
                     }
                     let Ok((f, _)) = tree.open_file(&rel) else { continue };
@@ -110,4 +105,55 @@ pub fn archs(root: &Path) -> io::Result<ArchReport> {
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Database files are counted per target with the rule table, the
+    /// operator's rules included.
+    #[test]
+    fn counts_database_files_per_target() {
+        let root = std::env::temp_dir().join(format!("kpackfs-archs-db-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let files = [
+            "lib/x86_64-linux-gnu/rocblas/2.47.0/library/TensileLibrary_gfx90a.co",
+            "lib/x86_64-linux-gnu/rocblas/2.47.0/library/Kernels.so-000-gfx90a-xnack-.hsaco",
+            "lib/x86_64-linux-gnu/rocblas/2.47.0/library/Kernels.so-000-gfx90a-xnack+.hsaco",
+            "lib/x86_64-linux-gnu/rocblas/2.47.0/library/Kernels.so-000-gfx1030.hsaco",
+            "lib/x86_64-linux-gnu/rocblas/2.47.0/library/TensileLibrary.dat",
+            "lib/hipblaslt/library/gfx942/TensileManifest.txt",
+            "lib/hipblaslt/library/gfx942/a.co",
+            "lib/libdevice_conv_operations_gfx1250_strict.a",
+            "lib/libdevice_conv_operations_gfx1250.a",
+            "lib/libdevice_conv_operations.a",
+            "lib/aotriton.images/amd-gfx11xx/flash/a.aks2",
+            "share/site/tables_a.bin",
+        ];
+        for f in files {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, b"not a binary").unwrap();
+        }
+        let db_files = |rules: &Rules| -> Vec<(String, u64)> {
+            let r = archs(&root, rules).unwrap();
+            assert_eq!(r.fat_binaries, 0);
+            r.targets.into_iter().map(|(t, u)| (t, u.db_files)).collect()
+        };
+        let want = |extra: &[(&str, u64)]| {
+            let mut v: Vec<(String, u64)> = [("gfx1030", 1), ("gfx11*", 1), ("gfx1250", 1), ("gfx1250-strict", 1), ("gfx90a", 1), ("gfx90a:xnack+", 1), ("gfx90a:xnack-", 1), ("gfx942", 2)]
+                .iter()
+                .chain(extra)
+                .map(|(t, n)| (t.to_string(), *n))
+                .collect();
+            v.sort();
+            v
+        };
+        let site = Rules::with_operator_rules(&["**/site/tables_*.bin -> gfx1151".into()], &[]).unwrap();
+        let (builtin, with_site) = (db_files(Rules::builtin()), db_files(&site));
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(builtin, want(&[]));
+        assert_eq!(with_site, want(&[("gfx1151", 1)]));
+    }
 }

@@ -9,11 +9,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::bundle::CcobMethod;
+use crate::db::Rules;
 use crate::resolve::{self, LoaderEnv, LoaderGen};
 use crate::target::{Selection, TargetId};
 use crate::data_cache::DiskCache;
@@ -47,6 +49,8 @@ pub enum CommonCommand {
     Archs {
         /// Install to scan (default: the embedded demo install).
         source: Option<PathBuf>,
+        #[command(flatten)]
+        db: DbRuleArgs,
     },
     /// Do what the runtime loader does for a kpack'd binary, for one device ISA.
     Resolve(ResolveArgs),
@@ -125,6 +129,8 @@ pub struct ViewArgs {
     /// are evicted beyond it.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "10G")]
     pub cache_dir_size: u64,
+    #[command(flatten)]
+    pub db: DbRuleArgs,
 }
 
 impl ViewArgs {
@@ -135,6 +141,28 @@ impl ViewArgs {
             Some(d) => Some(d.clone()),
             None => crate::data_cache::default_dir(),
         }
+    }
+}
+
+/// The operator's database-file rules (README, "Database files"), tried
+/// before the built-in ones: for layouts a ROCm release adds before
+/// kpackfs knows them, without a rebuild.
+#[derive(Debug, Args, Clone, Default)]
+pub struct DbRuleArgs {
+    /// Add a database-file rule (repeatable), e.g.
+    /// '**/mylib/library/{arch}/**' or '**/site/tables.dat -> gfx1151'.
+    #[arg(long = "db-rule", value_name = "RULE")]
+    pub db_rule: Vec<String>,
+    /// Read database-file rules from FILE, one per line (repeatable).
+    #[arg(long = "db-rules", value_name = "FILE")]
+    pub db_rules: Vec<PathBuf>,
+}
+
+impl DbRuleArgs {
+    /// The operator's rules followed by the built-in ones; a bad rule is a
+    /// usage error naming its file and line.
+    pub fn rules(&self) -> Result<Rules, Failure> {
+        Rules::with_operator_rules(&self.db_rule, &self.db_rules).map_err(|e| Failure::usage(e.to_string()))
     }
 }
 
@@ -261,6 +289,7 @@ pub fn view_config(source: PathBuf, args: &ViewArgs, default_naming: Naming) -> 
         cache_bytes: args.cache_size,
         naming: args.archive_names.unwrap_or(default_naming).into(),
         compression: args.archive_compression.into(),
+        db_rules: Arc::new(args.db.rules()?),
     })
 }
 
@@ -284,7 +313,8 @@ pub fn open_view(cfg: ViewConfig, args: &ViewArgs, policy: CopyPolicy) -> Result
 /// GPUs): the view then serves every binary with empty archives. `None`
 /// when something matches or the install has no device code at all.
 pub fn selection_warning(source: &Path, selection: &Selection) -> Option<String> {
-    let r = crate::archs::archs(source).ok()?;
+    // Only code objects count here; database files are merely skipped.
+    let r = crate::archs::archs(source, Rules::builtin()).ok()?;
     let carried: Vec<&String> = r.targets.iter().filter(|(_, u)| u.code_objects > 0).map(|(t, _)| t).collect();
     if carried.is_empty() {
         return None;
@@ -359,9 +389,10 @@ fn inspect(file: &Path) -> Result<(), Failure> {
     emit(&report)
 }
 
-fn archs(source: Option<&Path>) -> Result<(), Failure> {
+fn archs(source: Option<&Path>, db: &DbRuleArgs) -> Result<(), Failure> {
     let src = source_dir(source)?;
-    let r = crate::archs::archs(&src).map_err(|e| Failure::usage(format!("{}: {e}", src.display())))?;
+    let rules = db.rules()?;
+    let r = crate::archs::archs(&src, &rules).map_err(|e| Failure::usage(format!("{}: {e}", src.display())))?;
     emit(&r.to_string())
 }
 
@@ -457,7 +488,7 @@ pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Fail
     match cmd {
         CommonCommand::Bake(b) => bake(b, default_naming),
         CommonCommand::Inspect { file } => inspect(&file),
-        CommonCommand::Archs { source } => archs(source.as_deref()),
+        CommonCommand::Archs { source, db } => archs(source.as_deref(), &db),
         CommonCommand::Resolve(r) => resolve_cmd(r),
         CommonCommand::Recompress(r) => recompress(r),
     }

@@ -104,7 +104,7 @@ fn views() -> Vec<(String, View)> {
     let bins = assets().join("bin");
     for src in [assets().join("demo-install"), bins] {
         for (arch, naming) in [("gfx90a", ArchiveNaming::TargetId), ("gfx90a:xnack-,gfx1030", ArchiveNaming::TargetId), ("gfx90a", ArchiveNaming::Processor)] {
-            let cfg = ViewConfig { source: src.clone(), selection: Selection::parse(arch).unwrap(), cache_bytes: 1 << 20, naming, compression: Default::default() };
+            let cfg = ViewConfig { source: src.clone(), selection: Selection::parse(arch).unwrap(), cache_bytes: 1 << 20, naming, compression: Default::default(), db_rules: Default::default() };
             out.push((format!("{} {arch} {naming:?}", src.display()), View::new(cfg).unwrap()));
         }
     }
@@ -170,6 +170,7 @@ fn baked_archives_are_served_lazily() {
         cache_bytes: 0,
         naming: ArchiveNaming::TargetId,
         compression: Default::default(),
+        db_rules: Default::default(),
     };
     let v = View::new(cfg).unwrap();
     let a = v.getattr_path(Path::new(".kpack/libtwo.so_gfx1030.kpack")).unwrap();

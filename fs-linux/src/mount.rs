@@ -73,6 +73,8 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
                     x => return Err(Failure::usage(format!("-o archive_compression={x}: use none, zstd or auto"))),
                 }
             }
+            // Rule files only: a rule itself may hold ',' ({a,b}), which separates options here.
+            "db_rules" => args.view.db.db_rules.push(PathBuf::from(need(k, v)?)),
             // Generic options mount(8)/mount.fuse3/systemd pass along: the
             // view is always read-only, nodev, nosuid.
             "ro" | "rw" | "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "atime" | "noatime" | "relatime" | "auto" | "noauto"

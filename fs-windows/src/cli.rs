@@ -149,7 +149,7 @@ mod tests {
         let c = Cli::try_parse_from(["kpackfs", "resolve", "x.dll", "-a", "gfx1030", "--loader", "newest"]).unwrap();
         let Command::Common(CommonCommand::Resolve(r)) = c.cmd else { panic!("not resolve") };
         assert_eq!((r.arch.as_str(), r.loader), ("gfx1030", Loader::Newest));
-        assert!(matches!(Cli::try_parse_from(["kpackfs", "archs"]).unwrap().cmd, Command::Common(CommonCommand::Archs { source: None })));
+        assert!(matches!(Cli::try_parse_from(["kpackfs", "archs"]).unwrap().cmd, Command::Common(CommonCommand::Archs { source: None, .. })));
         assert!(matches!(Cli::try_parse_from(["kpackfs", "inspect", "a.dll"]).unwrap().cmd, Command::Common(CommonCommand::Inspect { .. })));
         assert!(matches!(Cli::try_parse_from(["kpackfs", "recompress", "a", "b"]).unwrap().cmd, Command::Common(CommonCommand::Recompress(_))));
     }

@@ -370,7 +370,7 @@ mod tests {
 
     fn fs() -> KpackDokan {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test_assets/demo-install");
-        let cfg = ViewConfig { source: src, selection: Selection::parse("gfx90a").unwrap(), cache_bytes: 1 << 20, naming: ArchiveNaming::Processor, compression: Default::default() };
+        let cfg = ViewConfig { source: src, selection: Selection::parse("gfx90a").unwrap(), cache_bytes: 1 << 20, naming: ArchiveNaming::Processor, compression: Default::default(), db_rules: Default::default() };
         KpackDokan::new(Arc::new(View::new(cfg).unwrap()), false)
     }
 

@@ -305,6 +305,7 @@ mod tests {
                 cache_bytes: 1 << 20,
                 naming: ArchiveNaming::Processor,
                 compression: Default::default(),
+                db_rules: Default::default(),
             };
             Walker::new(Arc::new(View::new(cfg).unwrap()), case_sensitive)
         }
@@ -456,7 +457,7 @@ mod tests {
     #[test]
     fn demo_install_archives_are_visible() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test_assets/demo-install");
-        let cfg = ViewConfig { source: src, selection: Selection::parse("gfx90a").unwrap(), cache_bytes: 1 << 20, naming: ArchiveNaming::Processor, compression: Default::default() };
+        let cfg = ViewConfig { source: src, selection: Selection::parse("gfx90a").unwrap(), cache_bytes: 1 << 20, naming: ArchiveNaming::Processor, compression: Default::default(), db_rules: Default::default() };
         let w = Walker::new(Arc::new(View::new(cfg).unwrap()), false);
         let lib = w.resolve(&comps("\\lib")).unwrap();
         let kpack = w.resolve(&comps("\\LIB\\.KPACK")).unwrap();

@@ -119,6 +119,9 @@ pub struct ViewConfig {
     pub cache_bytes: u64,
     pub naming: ArchiveNaming,
     pub compression: ArchiveCompression,
+    /// Which files are database files of one architecture (built-in rules,
+    /// after any the operator added).
+    pub db_rules: Arc<db::Rules>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,13 +414,13 @@ impl View {
                 return !self.cfg.selection.selects(&t);
             }
         }
-        db::classify(&rel_str(rel)).is_some_and(|a| !a.selected_by(&self.cfg.selection))
+        self.cfg.db_rules.classify(rel).is_some_and(|a| !a.selected_by(&self.cfg.selection))
     }
 
     /// Whether a directory is hidden: a per-architecture database directory
     /// (`library/gfx942/`, `aotriton/kernels/gfx90a/`) of an unselected target.
     fn hidden_dir(&self, rel: &Path) -> bool {
-        db::classify(&format!("{}/_", rel_str(rel))).is_some_and(|a| !a.selected_by(&self.cfg.selection))
+        self.cfg.db_rules.classify_dir(rel).is_some_and(|a| !a.selected_by(&self.cfg.selection))
     }
 
     /// Cheap, cached: does this file (by identity) look like a fat binary?
