@@ -1,6 +1,7 @@
 //! Concurrency: 8 threads doing random `pread`s across every file of a
 //! mounted view (plain, transformed, synthesized archives, CCOB-compressed
-//! sources decoded through a deliberately tiny LRU) for a fixed time, each
+//! sources decoded through a deliberately tiny LRU — archives kept in scheme
+//! `none`, so every read of them decodes) for a fixed time, each
 //! compared byte for byte against the baked tree. Zero mismatches allowed.
 //! KPACKFS_STRESS_SECS overrides the duration (default 20 s).
 
@@ -32,9 +33,13 @@ fn eight_threads_of_random_reads_match_the_baked_tree() {
         fs::copy(assets().join("bin").join(b), root.join("lib").join(b)).unwrap();
     }
     let arch = "gfx90a,gfx1030";
-    // 16 KiB of cache holds one decoded bundle: constant eviction.
-    let m = Mount::new(Some(root), arch, &["--cache-size", "16K", "--threads", "4"]);
-    let baked = bake(root, arch, &[]);
+    // 16 KiB of cache holds one decoded bundle: constant eviction. (With
+    // the default `auto`, CCOB archives would be served compressed from the
+    // cache directory instead: tests/tests/cache.rs and load.rs cover that.)
+    // No cache directory either: no local copies take reads off the daemon.
+    let none = ["--archive-compression", "none", "--cache-dir", "none"];
+    let m = Mount::new(Some(root), arch, &["--cache-size", "16K", "--threads", "4", none[0], none[1], none[2], none[3]]);
+    let baked = bake(root, arch, &none);
     let out = baked.path().join("out");
     let files: Vec<(PathBuf, Vec<u8>)> = snapshot(&out)
         .into_iter()

@@ -14,13 +14,15 @@ mod cached;
 mod fat;
 mod inodes;
 mod open;
+mod plan;
+mod types;
+mod xattr;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
@@ -29,224 +31,22 @@ use thiserror::Error;
 pub use fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary};
 pub use cached::CopyPolicy;
 pub use open::OpenFile;
+pub use types::{Attr, DirEntry, DiskSnapshot, Error, NodeType, Origin, Result, Stats, StatsSnapshot, ViewConfig};
 
 use crate::data_cache::{Data, DiskCache};
-use crate::db;
-use crate::host::{self, NotTransformed};
-use crate::layout::{Layout, LayoutError};
-use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree, Time};
-use crate::target::{Selection, TargetId};
+use crate::layout::Layout;
+use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree};
+use crate::target::TargetId;
 
 use cached::Caches;
 use inodes::Inodes;
 use open::{Content, Shared, Slots};
+use plan::Analysis;
 
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
 /// Name of the archive directory next to fat binaries.
 pub const KPACK_DIR: &str = ".kpack";
-
-/// `ESTALE`: the C runtime on Windows has no such errno (adapters there map
-/// [`Error`] variants to NTSTATUS directly); Linux's value stands in.
-#[cfg(unix)]
-const ESTALE: i32 = libc::ESTALE;
-#[cfg(not(unix))]
-const ESTALE: i32 = 116;
-
-/// Errors at the view boundary; adapters map them with [`Error::errno`].
-#[derive(Debug, Error)]
-pub enum Error {
-    #[error("no such file or directory")]
-    NotFound,
-    #[error("not a directory")]
-    NotDir,
-    #[error("is a directory")]
-    IsDir,
-    #[error("not a symbolic link")]
-    NotSymlink,
-    #[error("invalid name")]
-    InvalidName,
-    #[error("name too long")]
-    NameTooLong,
-    #[error("unknown inode {0}")]
-    StaleInode(u64),
-    #[error("source file changed while being served: {0}")]
-    Changed(String),
-    #[error("source I/O error: {0}")]
-    Io(#[from] io::Error),
-    #[error("{0}")]
-    Layout(#[from] LayoutError),
-    /// A cached value (a compressed archive) could not be made or read.
-    #[error("{0}")]
-    Cache(String),
-}
-
-impl Error {
-    /// The errno to report for this error.
-    pub fn errno(&self) -> i32 {
-        match self {
-            Error::NotFound => libc::ENOENT,
-            Error::NotDir => libc::ENOTDIR,
-            Error::IsDir => libc::EISDIR,
-            Error::NotSymlink | Error::InvalidName => libc::EINVAL,
-            Error::NameTooLong => libc::ENAMETOOLONG,
-            Error::StaleInode(_) => ESTALE,
-            Error::Changed(_) | Error::Layout(_) | Error::Cache(_) => libc::EIO,
-            Error::Io(e) => match e.kind() {
-                io::ErrorKind::NotFound => libc::ENOENT,
-                // Our own refusals of a path or file kind (no OS code): to
-                // the reader the name does not exist. An OS EINVAL stays one.
-                io::ErrorKind::InvalidInput if e.raw_os_error().is_none() => libc::ENOENT,
-                io::ErrorKind::PermissionDenied => libc::EACCES,
-                _ => match e.raw_os_error() {
-                    Some(libc::ELOOP) | Some(libc::EXDEV) => libc::ENOENT,
-                    Some(libc::ENOTDIR) => libc::ENOTDIR,
-                    _ => libc::EIO,
-                },
-            },
-        }
-    }
-}
-
-pub type Result<T> = std::result::Result<T, Error>;
-
-/// What a view serves, and from where.
-#[derive(Debug, Clone)]
-pub struct ViewConfig {
-    pub source: PathBuf,
-    pub selection: Selection,
-    /// Bytes of decoded (decompressed) bundles kept in memory.
-    pub cache_bytes: u64,
-    pub naming: ArchiveNaming,
-    pub compression: ArchiveCompression,
-    /// Which files are database files of one architecture (built-in rules,
-    /// after any the operator added).
-    pub db_rules: Arc<db::Rules>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeType {
-    Dir,
-    File,
-    Symlink,
-}
-
-/// Where a node's content comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    Dir,
-    /// A `.kpack` directory made (or extended) by the view.
-    KpackDir,
-    Symlink,
-    Passthrough,
-    Transformed,
-    Archive,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Origin::Dir => "directory",
-            Origin::KpackDir => "kpack-directory",
-            Origin::Symlink => "symlink",
-            Origin::Passthrough => "passthrough",
-            Origin::Transformed => "transformed",
-            Origin::Archive => "archive",
-        })
-    }
-}
-
-/// Attributes of a node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attr {
-    pub ino: u64,
-    pub kind: NodeType,
-    pub origin: Origin,
-    /// Bytes served (what `read` returns in total).
-    pub size: u64,
-    pub perm: u32,
-    pub nlink: u64,
-    pub uid: u32,
-    pub gid: u32,
-    pub atime: Time,
-    pub mtime: Time,
-    pub ctime: Time,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirEntry {
-    pub name: OsString,
-    pub ino: u64,
-    pub kind: NodeType,
-}
-
-/// Operator counters (also exposed as an xattr on the mount root).
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub lookups: AtomicU64,
-    pub opens: AtomicU64,
-    pub reads: AtomicU64,
-    pub bytes_served: AtomicU64,
-    pub plans_built: AtomicU64,
-    pub plans_refused: AtomicU64,
-}
-
-/// A point-in-time copy of the counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StatsSnapshot {
-    pub lookups: u64,
-    pub opens: u64,
-    pub reads: u64,
-    pub bytes_served: u64,
-    pub plans_built: u64,
-    pub plans_refused: u64,
-    pub cache_hits: u64,
-    pub cache_misses: u64,
-    pub cache_evictions: u64,
-    pub cache_bytes: u64,
-    pub cache_limit: u64,
-    /// Disk cache counters, when the view has a cache directory.
-    pub disk: Option<DiskSnapshot>,
-}
-
-/// Counters of the disk cache.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DiskSnapshot {
-    pub hits: u64,
-    pub misses: u64,
-    pub evictions: u64,
-    pub damaged: u64,
-}
-
-impl fmt::Display for StatsSnapshot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "lookups {}", self.lookups)?;
-        writeln!(f, "opens {}", self.opens)?;
-        writeln!(f, "reads {}", self.reads)?;
-        writeln!(f, "bytes_served {}", self.bytes_served)?;
-        writeln!(f, "plans_built {}", self.plans_built)?;
-        writeln!(f, "plans_refused {}", self.plans_refused)?;
-        writeln!(f, "cache_hits {}", self.cache_hits)?;
-        writeln!(f, "cache_misses {}", self.cache_misses)?;
-        writeln!(f, "cache_evictions {}", self.cache_evictions)?;
-        writeln!(f, "cache_bytes {}", self.cache_bytes)?;
-        writeln!(f, "cache_limit {}", self.cache_limit)?;
-        if let Some(d) = &self.disk {
-            writeln!(f, "disk_hits {}", d.hits)?;
-            writeln!(f, "disk_misses {}", d.misses)?;
-            writeln!(f, "disk_evictions {}", d.evictions)?;
-            writeln!(f, "disk_damaged {}", d.damaged)?;
-        }
-        Ok(())
-    }
-}
-
-/// How a source file is served.
-#[derive(Debug, Clone)]
-enum Analysis {
-    Plain,
-    Fat(Arc<FatBinary>),
-}
 
 #[derive(Debug, Clone)]
 enum Node {
@@ -278,16 +78,6 @@ fn node_id(n: &Node) -> Option<SourceId> {
     }
 }
 
-/// Plans (and probe results) kept before the cache is simply reset: each
-/// is cheap to rebuild, and this bounds memory over a changing tree.
-const MAX_PLANS: usize = 1 << 16;
-
-const XATTR_ORIGIN: &str = "user.kpackfs.origin";
-const XATTR_STATS: &str = "user.kpackfs.stats";
-const XATTR_ARCH: &str = "user.kpackfs.arch";
-const XATTR_SOURCE: &str = "user.kpackfs.source";
-const XATTR_TARGETS: &str = "user.kpackfs.targets";
-
 /// The view over one source tree for one selection.
 pub struct View {
     cfg: ViewConfig,
@@ -311,27 +101,6 @@ fn rel_str(p: &Path) -> String {
         s.replace(std::path::MAIN_SEPARATOR, "/")
     }
 }
-
-/// Test hook (debug builds only): `KPACKFS_TEST_SLOW_PLAN=substring:ms`
-/// makes planning of matching paths slow, so tests can check that one slow
-/// plan never stalls other readers.
-#[cfg(debug_assertions)]
-fn slow_plan_hook(rel: &str) {
-    static HOOK: OnceLock<Option<(String, u64)>> = OnceLock::new();
-    let hook = HOOK.get_or_init(|| {
-        let v = std::env::var("KPACKFS_TEST_SLOW_PLAN").ok()?;
-        let (pat, ms) = v.rsplit_once(':')?;
-        Some((pat.to_string(), ms.parse().ok()?))
-    });
-    if let Some((pat, ms)) = hook {
-        if rel.contains(pat.as_str()) {
-            std::thread::sleep(std::time::Duration::from_millis(*ms));
-        }
-    }
-}
-
-#[cfg(not(debug_assertions))]
-fn slow_plan_hook(_rel: &str) {}
 
 /// Target encoded in an existing archive's name (`<group>_<target>.kpack`,
 /// with `_` standing in for `:` in portable names).
@@ -421,165 +190,6 @@ impl View {
     /// (`library/gfx942/`, `aotriton/kernels/gfx90a/`) of an unselected target.
     fn hidden_dir(&self, rel: &Path) -> bool {
         self.cfg.db_rules.classify_dir(rel).is_some_and(|a| !a.selected_by(&self.cfg.selection))
-    }
-
-    /// Cheap, cached: does this file (by identity) look like a fat binary?
-    /// Only definite answers are cached: a file that could not be opened or
-    /// read now (out of descriptors, an I/O error) is asked again next
-    /// time, so its `.kpack` directory never goes missing for good while
-    /// the binary itself is served transformed.
-    fn probe(&self, rel: &Path, st: &SourceStat) -> bool {
-        if let Some(p) = self.probes.get(&st.id()) {
-            return *p;
-        }
-        // A plan made for this very version already knows.
-        if let Some(cell) = self.analyses.get(&(st.id(), rel.to_path_buf())).map(|c| c.clone()) {
-            if let Some(a) = cell.get() {
-                return matches!(a, Analysis::Fat(_));
-            }
-        }
-        let fat = match self.tree.open_file(rel) {
-            Ok((f, fst)) if fst.id() == st.id() => host::probe_checked(&f),
-            Ok(_) => return false, // changed meanwhile: its own event follows
-            Err(e) => Err(e),
-        };
-        match fat {
-            Ok(fat) => {
-                self.probes.insert(st.id(), fat);
-                fat
-            }
-            Err(e) => {
-                log::debug!("{}: probe failed ({e}); will retry", rel.display());
-                false
-            }
-        }
-    }
-
-    /// Plans (once per identity and path) how a regular file is served.
-    fn analyze(&self, rel: &Path, st: &SourceStat) -> Result<(SourceStat, Analysis)> {
-        let key = (st.id(), rel.to_path_buf());
-        if let Some(cell) = self.analyses.get(&key).map(|c| c.clone()) {
-            if let Some(a) = cell.get() {
-                return Ok((st.clone(), a.clone()));
-            }
-        }
-        let (file, fst) = self.tree.open_file(rel)?;
-        let key = (fst.id(), rel.to_path_buf());
-        if let Some(old) = self.current.insert(rel.to_path_buf(), fst.id()) {
-            if old != fst.id() {
-                self.analyses.remove(&(old, rel.to_path_buf()));
-                // The parent's listing holds the old version's inode and
-                // fatness, and an in-place rewrite leaves the directory's
-                // own identity unchanged.
-                self.listings.remove(rel.parent().unwrap_or(Path::new("")));
-            }
-        }
-        if self.analyses.len() > MAX_PLANS {
-            self.analyses.clear();
-            self.probes.clear();
-        }
-        let cell = self.analyses.entry(key).or_insert_with(|| Arc::new(OnceLock::new())).clone();
-        let a = cell
-            .get_or_init(|| {
-                let rs = rel_str(rel);
-                if rel.to_str().is_none() {
-                    if host::probe(&file) {
-                        log::warn!("{}: served unchanged: file name is not UTF-8", rel.display());
-                    }
-                    return Analysis::Plain;
-                }
-                slow_plan_hook(&rs);
-                match FatBinary::analyze(&file, fst.id(), &rs) {
-                    Ok(fb) => {
-                        self.stats.plans_built.fetch_add(1, Ordering::Relaxed);
-                        log::debug!("{rs}: planned, {} wrappers", fb.plan.wrappers.len());
-                        Analysis::Fat(Arc::new(fb))
-                    }
-                    Err(NotTransformed::Plain) => Analysis::Plain,
-                    Err(NotTransformed::Refused(why)) => {
-                        self.stats.plans_refused.fetch_add(1, Ordering::Relaxed);
-                        log::warn!("{rs}: served unchanged: {why}");
-                        Analysis::Plain
-                    }
-                }
-            })
-            .clone();
-        Ok((fst, a))
-    }
-
-    /// The archives of a planned binary (second planning stage, once).
-    fn archives(&self, rel: &Path, fb: &FatBinary) -> Result<Arc<fat::Archives>> {
-        if let Some(a) = fb.archives_if_ready() {
-            return Ok(a.clone());
-        }
-        let (file, fst) = self.tree.open_file(rel)?;
-        if fst.id() != fb.id {
-            return Err(Error::Changed(rel.display().to_string()));
-        }
-        let a = fb.archives(&file, &self.cfg.selection, self.cfg.naming, self.cfg.compression)?;
-        if !a.problems.is_empty() {
-            log::warn!("{}: some wrappers have no code objects: {}", rel.display(), a.problems.join("; "));
-        }
-        Ok(a)
-    }
-
-    fn file_node(&self, rel: &Path, st: SourceStat) -> Result<Node> {
-        if self.hidden(rel) {
-            return Err(Error::NotFound);
-        }
-        let (fst, a) = self.analyze(rel, &st)?;
-        Ok(match a {
-            Analysis::Plain => Node::Pass(fst),
-            Analysis::Fat(fb) => Node::Transformed(fst, fb),
-        })
-    }
-
-    /// The synthesized archive `name` in `bin_dir/.kpack`, if any.
-    fn synth_archive(&self, bin_dir: &Path, name: &str) -> Result<Option<Node>> {
-        let Some((group, _)) = name.strip_suffix(".kpack").and_then(|s| s.rsplit_once('_')) else { return Ok(None) };
-        let bin = bin_dir.join(group);
-        // A binary replaced between its stat and its planning is looked at
-        // again (as `open` does), rather than failing the lookup.
-        for _ in 0..3 {
-            let st = match self.tree.stat(&bin) {
-                Ok(st) if st.kind == SourceKind::File => st,
-                _ => return Ok(None),
-            };
-            let (fst, fb) = match self.file_node(&bin, st) {
-                Ok(Node::Transformed(fst, fb)) => (fst, fb),
-                Ok(_) | Err(Error::NotFound) => return Ok(None),
-                Err(Error::Changed(_)) => continue,
-                Err(e) => return Err(e),
-            };
-            let key = Caches::key(self.tree.root(), &bin_dir.join(KPACK_DIR).join(name), &fst.id(), &self.cfg, "archive");
-            // A compressed archive already in the disk cache is answered
-            // from the cache alone, before the binary's bundle headers (one
-            // decode per compressed bundle) are ever read.
-            if fb.archives_if_ready().is_none() && self.cfg.compression != ArchiveCompression::None {
-                if let Some(d) = self.caches.cached_archive(&key) {
-                    return Ok(Some(Node::CachedArchive(fst, fb, d)));
-                }
-            }
-            let ap = match self.archives(&bin, &fb) {
-                Ok(archives) => match archives.by_name.get(name) {
-                    Some(ap) => ap.clone(),
-                    None => return Ok(None),
-                },
-                Err(Error::Changed(_)) => continue,
-                Err(e) => return Err(e),
-            };
-            if ap.compressed {
-                // Its size is the compressed form's: computed now (or found
-                // in the cache), once per plan.
-                match self.caches.compressed_len(&key, &ap, &|| self.source_of(&bin, &fst)) {
-                    Ok(_) => {}
-                    Err(Error::Changed(_)) => continue,
-                    Err(e) => return Err(e),
-                }
-            }
-            return Ok(Some(Node::Archive(fst, fb, ap)));
-        }
-        Err(Error::Changed(bin.display().to_string()))
     }
 
     /// The (cached) listing of source directory `rel`.
@@ -935,52 +545,6 @@ impl View {
 
     pub fn statfs(&self) -> Result<FsStats> {
         Ok(self.tree.statfs()?)
-    }
-
-    /// Names of the operator attributes of node `ino`: `user.kpackfs.origin`
-    /// everywhere; on the root also the counters, selection and source; on
-    /// transformed binaries the targets their source carries. Cheap (no
-    /// planning): `ls -l`, `cp -a` and `rsync -X` list attributes of every
-    /// file they touch.
-    pub fn xattr_names(&self, ino: u64) -> Result<Vec<&'static str>> {
-        Ok(Self::xattr_names_of(ino, &self.getattr(ino)?))
-    }
-
-    fn xattr_names_of(ino: u64, attr: &Attr) -> Vec<&'static str> {
-        let mut v = vec![XATTR_ORIGIN];
-        if ino == ROOT_INO {
-            v.extend([XATTR_STATS, XATTR_ARCH, XATTR_SOURCE]);
-        }
-        if attr.origin == Origin::Transformed {
-            v.push(XATTR_TARGETS);
-        }
-        v
-    }
-
-    /// The value of attribute `name` of node `ino`, or `None` if it has no
-    /// such attribute. Only the asked-for value is computed: `targets`
-    /// plans the binary's archives (a scan of its bundle headers), which
-    /// nothing else about a listing needs.
-    pub fn xattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>> {
-        let attr = self.getattr(ino)?;
-        if !Self::xattr_names_of(ino, &attr).contains(&name) {
-            return Ok(None);
-        }
-        Ok(Some(match name {
-            XATTR_ORIGIN => attr.origin.to_string().into_bytes(),
-            XATTR_STATS => self.stats().to_string().into_bytes(),
-            XATTR_ARCH => self.cfg.selection.to_string().into_bytes(),
-            XATTR_SOURCE => self.cfg.source.to_string_lossy().into_owned().into_bytes(),
-            XATTR_TARGETS => match self.resolve_ino(ino)? {
-                (p, Node::Transformed(_, fb)) => {
-                    let t: Vec<String> = self.archives(&p, &fb)?.targets.iter().map(ToString::to_string).collect();
-                    t.join(",").into_bytes()
-                }
-                // Changed since getattr: no longer a transformed binary.
-                _ => return Ok(None),
-            },
-            _ => return Ok(None),
-        }))
     }
 }
 

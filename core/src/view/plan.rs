@@ -1,0 +1,210 @@
+//! Planning: how each source file is served. A cheap probe tells fat
+//! binaries from the rest for listings; a binary's plan is built once per
+//! source identity (stage 1: headers and wrappers; stage 2 on first need:
+//! bundle headers and archives); archives are synthesized on lookup.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+use crate::host::{self, NotTransformed};
+use crate::source::{SourceKind, SourceStat};
+
+use super::cached::Caches;
+use super::fat::{self, ArchiveCompression, FatBinary};
+use super::{rel_str, Error, Node, Result, View, KPACK_DIR};
+
+/// How a source file is served.
+#[derive(Debug, Clone)]
+pub(super) enum Analysis {
+    Plain,
+    Fat(Arc<FatBinary>),
+}
+
+
+/// Plans (and probe results) kept before the cache is simply reset: each
+/// is cheap to rebuild, and this bounds memory over a changing tree.
+const MAX_PLANS: usize = 1 << 16;
+
+/// Test hook (debug builds only): `KPACKFS_TEST_SLOW_PLAN=substring:ms`
+/// makes planning of matching paths slow, so tests can check that one slow
+/// plan never stalls other readers.
+#[cfg(debug_assertions)]
+fn slow_plan_hook(rel: &str) {
+    static HOOK: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    let hook = HOOK.get_or_init(|| {
+        let v = std::env::var("KPACKFS_TEST_SLOW_PLAN").ok()?;
+        let (pat, ms) = v.rsplit_once(':')?;
+        Some((pat.to_string(), ms.parse().ok()?))
+    });
+    if let Some((pat, ms)) = hook {
+        if rel.contains(pat.as_str()) {
+            std::thread::sleep(std::time::Duration::from_millis(*ms));
+        }
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn slow_plan_hook(_rel: &str) {}
+
+
+impl View {
+    /// Cheap, cached: does this file (by identity) look like a fat binary?
+    /// Only definite answers are cached: a file that could not be opened or
+    /// read now (out of descriptors, an I/O error) is asked again next
+    /// time, so its `.kpack` directory never goes missing for good while
+    /// the binary itself is served transformed.
+    pub(super) fn probe(&self, rel: &Path, st: &SourceStat) -> bool {
+        if let Some(p) = self.probes.get(&st.id()) {
+            return *p;
+        }
+        // A plan made for this very version already knows.
+        if let Some(cell) = self.analyses.get(&(st.id(), rel.to_path_buf())).map(|c| c.clone()) {
+            if let Some(a) = cell.get() {
+                return matches!(a, Analysis::Fat(_));
+            }
+        }
+        let fat = match self.tree.open_file(rel) {
+            Ok((f, fst)) if fst.id() == st.id() => host::probe_checked(&f),
+            Ok(_) => return false, // changed meanwhile: its own event follows
+            Err(e) => Err(e),
+        };
+        match fat {
+            Ok(fat) => {
+                self.probes.insert(st.id(), fat);
+                fat
+            }
+            Err(e) => {
+                log::debug!("{}: probe failed ({e}); will retry", rel.display());
+                false
+            }
+        }
+    }
+
+    /// Plans (once per identity and path) how a regular file is served.
+    pub(super) fn analyze(&self, rel: &Path, st: &SourceStat) -> Result<(SourceStat, Analysis)> {
+        let key = (st.id(), rel.to_path_buf());
+        if let Some(cell) = self.analyses.get(&key).map(|c| c.clone()) {
+            if let Some(a) = cell.get() {
+                return Ok((st.clone(), a.clone()));
+            }
+        }
+        let (file, fst) = self.tree.open_file(rel)?;
+        let key = (fst.id(), rel.to_path_buf());
+        if let Some(old) = self.current.insert(rel.to_path_buf(), fst.id()) {
+            if old != fst.id() {
+                self.analyses.remove(&(old, rel.to_path_buf()));
+                // The parent's listing holds the old version's inode and
+                // fatness, and an in-place rewrite leaves the directory's
+                // own identity unchanged.
+                self.listings.remove(rel.parent().unwrap_or(Path::new("")));
+            }
+        }
+        if self.analyses.len() > MAX_PLANS {
+            self.analyses.clear();
+            self.probes.clear();
+        }
+        let cell = self.analyses.entry(key).or_insert_with(|| Arc::new(OnceLock::new())).clone();
+        let a = cell
+            .get_or_init(|| {
+                let rs = rel_str(rel);
+                if rel.to_str().is_none() {
+                    if host::probe(&file) {
+                        log::warn!("{}: served unchanged: file name is not UTF-8", rel.display());
+                    }
+                    return Analysis::Plain;
+                }
+                slow_plan_hook(&rs);
+                match FatBinary::analyze(&file, fst.id(), &rs) {
+                    Ok(fb) => {
+                        self.stats.plans_built.fetch_add(1, Ordering::Relaxed);
+                        log::debug!("{rs}: planned, {} wrappers", fb.plan.wrappers.len());
+                        Analysis::Fat(Arc::new(fb))
+                    }
+                    Err(NotTransformed::Plain) => Analysis::Plain,
+                    Err(NotTransformed::Refused(why)) => {
+                        self.stats.plans_refused.fetch_add(1, Ordering::Relaxed);
+                        log::warn!("{rs}: served unchanged: {why}");
+                        Analysis::Plain
+                    }
+                }
+            })
+            .clone();
+        Ok((fst, a))
+    }
+
+    /// The archives of a planned binary (second planning stage, once).
+    pub(super) fn archives(&self, rel: &Path, fb: &FatBinary) -> Result<Arc<fat::Archives>> {
+        if let Some(a) = fb.archives_if_ready() {
+            return Ok(a.clone());
+        }
+        let (file, fst) = self.tree.open_file(rel)?;
+        if fst.id() != fb.id {
+            return Err(Error::Changed(rel.display().to_string()));
+        }
+        let a = fb.archives(&file, &self.cfg.selection, self.cfg.naming, self.cfg.compression)?;
+        if !a.problems.is_empty() {
+            log::warn!("{}: some wrappers have no code objects: {}", rel.display(), a.problems.join("; "));
+        }
+        Ok(a)
+    }
+
+    pub(super) fn file_node(&self, rel: &Path, st: SourceStat) -> Result<Node> {
+        if self.hidden(rel) {
+            return Err(Error::NotFound);
+        }
+        let (fst, a) = self.analyze(rel, &st)?;
+        Ok(match a {
+            Analysis::Plain => Node::Pass(fst),
+            Analysis::Fat(fb) => Node::Transformed(fst, fb),
+        })
+    }
+
+    /// The synthesized archive `name` in `bin_dir/.kpack`, if any.
+    pub(super) fn synth_archive(&self, bin_dir: &Path, name: &str) -> Result<Option<Node>> {
+        let Some((group, _)) = name.strip_suffix(".kpack").and_then(|s| s.rsplit_once('_')) else { return Ok(None) };
+        let bin = bin_dir.join(group);
+        // A binary replaced between its stat and its planning is looked at
+        // again (as `open` does), rather than failing the lookup.
+        for _ in 0..3 {
+            let st = match self.tree.stat(&bin) {
+                Ok(st) if st.kind == SourceKind::File => st,
+                _ => return Ok(None),
+            };
+            let (fst, fb) = match self.file_node(&bin, st) {
+                Ok(Node::Transformed(fst, fb)) => (fst, fb),
+                Ok(_) | Err(Error::NotFound) => return Ok(None),
+                Err(Error::Changed(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            let key = Caches::key(self.tree.root(), &bin_dir.join(KPACK_DIR).join(name), &fst.id(), &self.cfg, "archive");
+            // A compressed archive already in the disk cache is answered
+            // from the cache alone, before the binary's bundle headers (one
+            // decode per compressed bundle) are ever read.
+            if fb.archives_if_ready().is_none() && self.cfg.compression != ArchiveCompression::None {
+                if let Some(d) = self.caches.cached_archive(&key) {
+                    return Ok(Some(Node::CachedArchive(fst, fb, d)));
+                }
+            }
+            let ap = match self.archives(&bin, &fb) {
+                Ok(archives) => match archives.by_name.get(name) {
+                    Some(ap) => ap.clone(),
+                    None => return Ok(None),
+                },
+                Err(Error::Changed(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            if ap.compressed {
+                // Its size is the compressed form's: computed now (or found
+                // in the cache), once per plan.
+                match self.caches.compressed_len(&key, &ap, &|| self.source_of(&bin, &fst)) {
+                    Ok(_) => {}
+                    Err(Error::Changed(_)) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(Some(Node::Archive(fst, fb, ap)));
+        }
+        Err(Error::Changed(bin.display().to_string()))
+    }
+}

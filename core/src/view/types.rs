@@ -1,0 +1,213 @@
+//! The view's vocabulary: errors (mapped to errno at the boundary), its
+//! configuration, node attributes, directory entries and operator counters.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::db;
+use crate::layout::LayoutError;
+use crate::source::Time;
+use crate::target::Selection;
+
+use super::fat::{ArchiveCompression, ArchiveNaming};
+
+/// `ESTALE`: the C runtime on Windows has no such errno (adapters there map
+/// [`Error`] variants to NTSTATUS directly); Linux's value stands in.
+#[cfg(unix)]
+const ESTALE: i32 = libc::ESTALE;
+#[cfg(not(unix))]
+const ESTALE: i32 = 116;
+
+/// Errors at the view boundary; adapters map them with [`Error::errno`].
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("not a symbolic link")]
+    NotSymlink,
+    #[error("invalid name")]
+    InvalidName,
+    #[error("name too long")]
+    NameTooLong,
+    #[error("unknown inode {0}")]
+    StaleInode(u64),
+    #[error("source file changed while being served: {0}")]
+    Changed(String),
+    #[error("source I/O error: {0}")]
+    Io(#[from] io::Error),
+    #[error("{0}")]
+    Layout(#[from] LayoutError),
+    /// A cached value (a compressed archive) could not be made or read.
+    #[error("{0}")]
+    Cache(String),
+}
+
+impl Error {
+    /// The errno to report for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::NotFound => libc::ENOENT,
+            Error::NotDir => libc::ENOTDIR,
+            Error::IsDir => libc::EISDIR,
+            Error::NotSymlink | Error::InvalidName => libc::EINVAL,
+            Error::NameTooLong => libc::ENAMETOOLONG,
+            Error::StaleInode(_) => ESTALE,
+            Error::Changed(_) | Error::Layout(_) | Error::Cache(_) => libc::EIO,
+            Error::Io(e) => match e.kind() {
+                io::ErrorKind::NotFound => libc::ENOENT,
+                // Our own refusals of a path or file kind (no OS code): to
+                // the reader the name does not exist. An OS EINVAL stays one.
+                io::ErrorKind::InvalidInput if e.raw_os_error().is_none() => libc::ENOENT,
+                io::ErrorKind::PermissionDenied => libc::EACCES,
+                _ => match e.raw_os_error() {
+                    Some(libc::ELOOP) | Some(libc::EXDEV) => libc::ENOENT,
+                    Some(libc::ENOTDIR) => libc::ENOTDIR,
+                    _ => libc::EIO,
+                },
+            },
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// What a view serves, and from where.
+#[derive(Debug, Clone)]
+pub struct ViewConfig {
+    pub source: PathBuf,
+    pub selection: Selection,
+    /// Bytes of decoded (decompressed) bundles kept in memory.
+    pub cache_bytes: u64,
+    pub naming: ArchiveNaming,
+    pub compression: ArchiveCompression,
+    /// Which files are database files of one architecture (built-in rules,
+    /// after any the operator added).
+    pub db_rules: Arc<db::Rules>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeType {
+    Dir,
+    File,
+    Symlink,
+}
+
+/// Where a node's content comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Dir,
+    /// A `.kpack` directory made (or extended) by the view.
+    KpackDir,
+    Symlink,
+    Passthrough,
+    Transformed,
+    Archive,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Origin::Dir => "directory",
+            Origin::KpackDir => "kpack-directory",
+            Origin::Symlink => "symlink",
+            Origin::Passthrough => "passthrough",
+            Origin::Transformed => "transformed",
+            Origin::Archive => "archive",
+        })
+    }
+}
+
+/// Attributes of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: NodeType,
+    pub origin: Origin,
+    /// Bytes served (what `read` returns in total).
+    pub size: u64,
+    pub perm: u32,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: OsString,
+    pub ino: u64,
+    pub kind: NodeType,
+}
+
+/// Operator counters (also exposed as an xattr on the mount root).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub lookups: AtomicU64,
+    pub opens: AtomicU64,
+    pub reads: AtomicU64,
+    pub bytes_served: AtomicU64,
+    pub plans_built: AtomicU64,
+    pub plans_refused: AtomicU64,
+}
+
+/// A point-in-time copy of the counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub lookups: u64,
+    pub opens: u64,
+    pub reads: u64,
+    pub bytes_served: u64,
+    pub plans_built: u64,
+    pub plans_refused: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_evictions: u64,
+    pub cache_bytes: u64,
+    pub cache_limit: u64,
+    /// Disk cache counters, when the view has a cache directory.
+    pub disk: Option<DiskSnapshot>,
+}
+
+/// Counters of the disk cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiskSnapshot {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub damaged: u64,
+}
+
+impl fmt::Display for StatsSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "lookups {}", self.lookups)?;
+        writeln!(f, "opens {}", self.opens)?;
+        writeln!(f, "reads {}", self.reads)?;
+        writeln!(f, "bytes_served {}", self.bytes_served)?;
+        writeln!(f, "plans_built {}", self.plans_built)?;
+        writeln!(f, "plans_refused {}", self.plans_refused)?;
+        writeln!(f, "cache_hits {}", self.cache_hits)?;
+        writeln!(f, "cache_misses {}", self.cache_misses)?;
+        writeln!(f, "cache_evictions {}", self.cache_evictions)?;
+        writeln!(f, "cache_bytes {}", self.cache_bytes)?;
+        writeln!(f, "cache_limit {}", self.cache_limit)?;
+        if let Some(d) = &self.disk {
+            writeln!(f, "disk_hits {}", d.hits)?;
+            writeln!(f, "disk_misses {}", d.misses)?;
+            writeln!(f, "disk_evictions {}", d.evictions)?;
+            writeln!(f, "disk_damaged {}", d.damaged)?;
+        }
+        Ok(())
+    }
+}
