@@ -22,6 +22,10 @@ pub enum Command {
     Mount(MountArgs),
     #[command(flatten)]
     Common(CommonCommand),
+    /// Internal: detaches MOUNTPOINT once standard input closes (started
+    /// by a daemon mounted with --auto-unmount; see src/watchdog.rs).
+    #[command(name = "__unmount-watchdog", hide = true)]
+    UnmountWatchdog { mountpoint: PathBuf },
 }
 
 #[derive(Debug, Args)]

@@ -10,6 +10,8 @@ mod fuse;
 mod mount;
 #[cfg(target_os = "linux")]
 mod watch;
+#[cfg(target_os = "linux")]
+mod watchdog;
 
 use std::process::ExitCode;
 
@@ -25,6 +27,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         #[cfg(not(target_os = "linux"))]
         Command::Mount(_) => Err(Failure::usage("mounting needs Linux (FUSE); use kpackfs-windows on Windows")),
         Command::Common(c) => run_common(c, Naming::Target),
+        #[cfg(target_os = "linux")]
+        Command::UnmountWatchdog { mountpoint } => watchdog::run(&mountpoint),
+        #[cfg(not(target_os = "linux"))]
+        Command::UnmountWatchdog { .. } => Ok(()),
     }
 }
 

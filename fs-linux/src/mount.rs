@@ -91,7 +91,7 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
 }
 
 /// Unescapes a `/proc/self/mountinfo` path field (`\040` is a space).
-fn unescape_mountinfo(s: &str) -> Vec<u8> {
+pub(crate) fn unescape_mountinfo(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -117,7 +117,7 @@ pub fn is_mountpoint(mnt: &Path) -> bool {
 const GRACE: Duration = Duration::from_secs(5);
 
 /// Detaches `mnt` from the namespace even though it is busy (`umount -l`).
-fn detach_lazily(mnt: &Path) -> std::io::Result<()> {
+pub(crate) fn detach_lazily(mnt: &Path) -> std::io::Result<()> {
     let c = std::ffi::CString::new(mnt.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
     // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
     if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
@@ -346,6 +346,8 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     config.n_threads = Some(args.threads as usize);
     config.clone_fd = true;
 
+    // Kept open until the process ends: its closing wakes the watchdog.
+    let _watchdog = if args.auto_unmount { Some(crate::watchdog::spawn(&mnt)?) } else { None };
     let mut session = fuser::Session::new(fs, &mnt, &config).map_err(|e| Failure::runtime(format!("mounting at {}: {e}", mnt.display())))?;
     raise_readahead(&mnt);
     if let Some(w) = watcher {

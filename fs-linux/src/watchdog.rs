@@ -1,0 +1,76 @@
+//! `--auto-unmount`'s second line of defence: a tiny process that outlives
+//! the daemon and detaches its mount if the daemon dies, even by SIGKILL.
+//!
+//! fusermount3 watches the daemon too, but it unmounts without
+//! `MNT_DETACH` and gives up when the mount is momentarily busy while the
+//! dying daemon's descriptors close: a few percent of SIGKILLs left a dead
+//! mount (ENOTCONN for every user) behind. The watchdog waits for its
+//! standard input — a pipe whose only writer is the daemon — to close, then
+//! detaches the mount lazily, but only if it is still a kpackfs mount whose
+//! connection is gone: a mount that ended normally, or a new live daemon at
+//! the same place, is left alone.
+
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kpackfs_core::cli::Failure;
+
+/// Name of the hidden subcommand the watchdog runs as.
+pub const SUBCOMMAND: &str = "__unmount-watchdog";
+
+/// Starts the watchdog for `mnt`; the returned pipe end must stay open for
+/// the daemon's whole life (its closing is the signal).
+pub fn spawn(mnt: &Path) -> Result<std::io::PipeWriter, Failure> {
+    let fail = |e: std::io::Error| Failure::runtime(format!("starting the unmount watchdog: {e}"));
+    let exe = std::env::current_exe().map_err(fail)?;
+    let (reader, writer) = std::io::pipe().map_err(fail)?;
+    Command::new(exe)
+        .arg(SUBCOMMAND)
+        .arg(mnt)
+        .stdin(Stdio::from(reader))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Pins no directory, and a Ctrl-C meant for a foreground daemon
+        // does not kill its watchdog first.
+        .current_dir("/")
+        .process_group(0)
+        .spawn()
+        .map_err(fail)?;
+    Ok(writer)
+}
+
+/// Whether `mnt` is a kpackfs mount (per mountinfo: no call into it).
+fn is_kpackfs_mount(mnt: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    info.lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let at = f.get(4).map(|m| crate::mount::unescape_mountinfo(m));
+        let fstype = f.iter().position(|x| *x == "-").and_then(|i| f.get(i + 1));
+        at.as_deref() == Some(mnt.as_os_str().as_bytes()) && fstype == Some(&"fuse.kpackfs")
+    })
+}
+
+/// The watchdog itself: returns once the daemon is gone and its mount (if
+/// dead) detached.
+pub fn run(mnt: &Path) -> Result<(), Failure> {
+    let mut sink = Vec::new();
+    // Nothing is ever written: this returns when the daemon's end closes.
+    let _ = std::io::stdin().read_to_end(&mut sink);
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end && is_kpackfs_mount(mnt) {
+        match std::fs::metadata(mnt) {
+            // Live: a new daemon serves it (or the old one is still
+            // unmounting normally). Not ours to touch.
+            Ok(_) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) || e.raw_os_error() == Some(libc::ECONNABORTED) => {
+                return crate::mount::detach_lazily(mnt).map_err(|e| Failure::runtime(format!("detaching {}: {e}", mnt.display())));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    Ok(())
+}
