@@ -54,6 +54,20 @@ fn is_kpackfs_mount(mnt: &Path) -> bool {
     })
 }
 
+/// Asks the filesystem at `mnt` itself: `statfs` always reaches the FUSE
+/// daemon (a `stat` may be answered from the kernel's attribute cache even
+/// after the connection died).
+fn statfs(mnt: &Path) -> std::io::Result<()> {
+    let c = std::ffi::CString::new(mnt.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: `c` is a valid NUL-terminated path and `buf` a writable statfs.
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut buf) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// The watchdog itself: returns once the daemon is gone and its mount (if
 /// dead) detached.
 pub fn run(mnt: &Path) -> Result<(), Failure> {
@@ -62,14 +76,14 @@ pub fn run(mnt: &Path) -> Result<(), Failure> {
     let _ = std::io::stdin().read_to_end(&mut sink);
     let end = Instant::now() + Duration::from_secs(10);
     while Instant::now() < end && is_kpackfs_mount(mnt) {
-        match std::fs::metadata(mnt) {
-            // Live: a new daemon serves it (or the old one is still
-            // unmounting normally). Not ours to touch.
-            Ok(_) => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) || e.raw_os_error() == Some(libc::ECONNABORTED) => {
+        match statfs(mnt) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTCONN) | Some(libc::ECONNABORTED)) => {
                 return crate::mount::detach_lazily(mnt).map_err(|e| Failure::runtime(format!("detaching {}: {e}", mnt.display())));
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            // Live: a new daemon serves it (or the old one is still
+            // unmounting normally) — not ours to touch; or another error:
+            // look again shortly.
+            _ => std::thread::sleep(Duration::from_millis(100)),
         }
     }
     Ok(())
