@@ -241,6 +241,14 @@ impl Filesystem for KpackFs {
         }
     }
 
+    /// The kernel dropped its references to an inode: the view's table
+    /// follows what the kernel holds, so memory stays bounded by the live
+    /// set over weeks of changing sources. (`batch_forget`'s default calls
+    /// this for each node.)
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.view.forget(ino.0, nlookup);
+    }
+
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         // fstat() of an open file answers for the version that was opened.
         if let Some(h) = fh.and_then(|fh| self.handle(fh)) {
@@ -407,6 +415,11 @@ impl Filesystem for KpackFs {
                 }
             };
             if reply.add(INodeNo(attr.ino), (i + 1) as u64, name, &self.ttl, &fuse_attr(&attr), Generation(0)) {
+                // Not sent (the buffer is full): the kernel holds no
+                // reference for it, so neither may the table.
+                if i >= 2 {
+                    self.view.forget(attr.ino, 1);
+                }
                 break;
             }
             i += 1;

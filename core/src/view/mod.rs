@@ -122,7 +122,7 @@ impl View {
             slots: Arc::new(Slots::default()),
             cfg,
             tree,
-            inodes: Inodes::new(),
+            inodes: Inodes::new(0),
             analyses: DashMap::new(),
             current: DashMap::new(),
             probes: DashMap::new(),
@@ -150,6 +150,7 @@ impl View {
             cache_evictions: c.evictions.load(Ordering::Relaxed),
             cache_bytes: c.bytes.load(Ordering::Relaxed),
             cache_limit: self.caches.memory.limit(),
+            inodes: self.inodes.len() as u64,
             disk: self.caches.disk.as_ref().map(|d| DiskSnapshot {
                 hits: d.stats.hits.load(Ordering::Relaxed),
                 misses: d.stats.misses.load(Ordering::Relaxed),
@@ -330,7 +331,14 @@ impl View {
         let dir = self.path(parent)?;
         let child = dir.join(name);
         let node = self.resolve(&child)?;
-        Ok(self.attr(self.inodes.ino_of(&child, node_id(&node)), &node))
+        Ok(self.attr(self.inodes.register(&child, node_id(&node)), &node))
+    }
+
+    /// The kernel dropped `n` references to `ino` (FUSE `forget`): once it
+    /// holds none, the inode leaves the table. Every successful
+    /// [`View::lookup`] counts one reference.
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n);
     }
 
     pub fn getattr(&self, ino: u64) -> Result<Attr> {

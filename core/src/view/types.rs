@@ -176,6 +176,8 @@ pub struct StatsSnapshot {
     pub cache_evictions: u64,
     pub cache_bytes: u64,
     pub cache_limit: u64,
+    /// Inodes in the table (what the kernel holds, and the root).
+    pub inodes: u64,
     /// Disk cache counters, when the view has a cache directory.
     pub disk: Option<DiskSnapshot>,
 }
@@ -202,6 +204,7 @@ impl fmt::Display for StatsSnapshot {
         writeln!(f, "cache_evictions {}", self.cache_evictions)?;
         writeln!(f, "cache_bytes {}", self.cache_bytes)?;
         writeln!(f, "cache_limit {}", self.cache_limit)?;
+        writeln!(f, "inodes {}", self.inodes)?;
         if let Some(d) = &self.disk {
             writeln!(f, "disk_hits {}", d.hits)?;
             writeln!(f, "disk_misses {}", d.misses)?;
