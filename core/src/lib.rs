@@ -24,6 +24,7 @@ pub mod db;
 pub mod host;
 pub mod source;
 pub mod view;
+pub mod views;
 pub mod bake;
 pub mod inspect;
 pub mod resolve;

@@ -35,6 +35,12 @@ pub struct MountArgs {
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
     pub view: ViewArgs,
+    /// Serve several views from one daemon, each in MOUNTPOINT/<target>/:
+    /// `gfx90a:xnack-,gfx942,gfx1100` (`+` joins targets of one view:
+    /// `gfx90a+gfx1030`). They share plans, the code-object cache and the
+    /// cache directory. Excludes --arch.
+    #[arg(long, value_name = "TARGET[,TARGET…]")]
+    pub views: Vec<String>,
     /// Stay in the foreground (default: detach once the mount is live).
     #[arg(short, long)]
     pub foreground: bool,
@@ -63,7 +69,7 @@ pub struct MountArgs {
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
     /// fstab-style options: arch=…, allow_other, auto_unmount, cache_size=…,
-    /// threads=…, ttl=…, archive_names=…, archive_compression=…, cache_dir=…,
+    /// threads=…, ttl=…, archive_names=…, archive_compression=…, cache_dir=…, view=… (repeat per view),
     /// cache_dir_size=…, materialize, foreground; generic mount options
     /// (ro, nodev, nosuid, noatime, defaults, nofail, _netdev, x-*) are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]

@@ -24,7 +24,8 @@ use fuser::{
 };
 
 use kpackfs_core::source::Time;
-use kpackfs_core::view::{self, Attr, DirEntry, NodeType, OpenFile, View};
+use kpackfs_core::view::{self, Attr, DirEntry, NodeType, OpenFile};
+use kpackfs_core::views::Views;
 
 fn errno(e: &view::Error) -> Errno {
     Errno::from_i32(e.errno())
@@ -105,7 +106,7 @@ struct DirHandle {
 }
 
 pub struct KpackFs {
-    view: Arc<View>,
+    view: Arc<Views>,
     ttl: Duration,
     want_passthrough: bool,
     passthrough: AtomicBool,
@@ -130,7 +131,7 @@ thread_local! {
 }
 
 impl KpackFs {
-    pub fn new(view: Arc<View>, ttl: Duration, passthrough: bool, watcher: Option<Arc<crate::watch::Watcher>>) -> KpackFs {
+    pub fn new(view: Arc<Views>, ttl: Duration, passthrough: bool, watcher: Option<Arc<crate::watch::Watcher>>) -> KpackFs {
         KpackFs {
             view,
             ttl,
@@ -368,11 +369,7 @@ impl Filesystem for KpackFs {
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let Some(d) = self.dirs.get(&fh.0).map(|d| d.clone()) else { return reply.error(Errno::EBADF) };
         // Offsets: 1 = ".", 2 = "..", 2+i+1 = entries[i].
-        let parent = self.view.path_of(ino.0).ok().and_then(|p| p.parent().map(Path::to_path_buf));
-        let parent_ino = match parent {
-            Some(p) => self.view.getattr_path(&p).map(|a| a.ino).unwrap_or(ino.0),
-            None => ino.0,
-        };
+        let parent_ino = self.view.parent_attr(ino.0).map(|a| a.ino).unwrap_or(ino.0);
         let dots = [(ino.0, FileType::Directory, OsStr::new(".")), (parent_ino, FileType::Directory, OsStr::new(".."))];
         let all = dots.iter().map(|(i, k, n)| (*i, *k, *n)).chain(d.entries.iter().map(|e| (e.ino, file_type(e.kind), e.name.as_os_str())));
         for (i, (ino, kind, name)) in all.enumerate().skip(offset as usize) {
@@ -389,13 +386,7 @@ impl Filesystem for KpackFs {
             Ok(a) => a,
             Err(e) => return reply.error(errno(&e)),
         };
-        let parent_attr = self
-            .view
-            .path_of(ino.0)
-            .ok()
-            .and_then(|p| p.parent().map(Path::to_path_buf))
-            .and_then(|p| self.view.getattr_path(&p).ok())
-            .unwrap_or_else(|| self_attr.clone());
+        let parent_attr = self.view.parent_attr(ino.0).unwrap_or_else(|_| self_attr.clone());
         let mut i = offset as usize;
         let total = d.entries.len() + 2;
         while i < total {

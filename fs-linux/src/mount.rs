@@ -21,6 +21,7 @@ use fuser::{Config, MountOption, SessionACL};
 use crate::cli::MountArgs;
 use kpackfs_core::cli::{normalize_args, open_view, parse_size, selection_warning, source_dir, view_config, Compression, Failure, Naming};
 use kpackfs_core::view::CopyPolicy;
+use kpackfs_core::views::Views;
 
 /// Set in the detached child: report readiness on stdout.
 const READY_ENV: &str = "KPACKFS_REPORT_READY";
@@ -63,6 +64,8 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
             }
             "log_file" => args.log_file = Some(PathBuf::from(need(k, v)?)),
             "materialize" => args.materialize = true,
+            // One view per `view=` (commas separate options here).
+            "view" => args.views.push(need(k, v)?.to_string()),
             "cache_dir" => args.view.cache_dir = Some(PathBuf::from(need(k, v)?)),
             "cache_dir_size" => args.view.cache_dir_size = parse_size(need(k, v)?).map_err(Failure::usage)?,
             "archive_compression" => {
@@ -245,7 +248,28 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         _ => return Err(Failure::usage("usage: kpackfs mount [SOURCE] MOUNTPOINT --arch TARGET")),
     };
     let src = source_dir(source.as_deref())?;
+    // `--views a,b+c`: one view per item (`+` joins targets of one view);
+    // the first is configured as `--arch` would be, the others alike.
+    let view_sels: Vec<String> = args.views.iter().flat_map(|v| v.split(',')).map(str::trim).filter(|v| !v.is_empty()).map(|v| v.replace('+', ",")).collect();
+    if !view_sels.is_empty() {
+        if args.view.arch.is_some() {
+            return Err(Failure::usage("--arch and --views exclude each other (each view names its targets)"));
+        }
+        args.view.arch = Some(view_sels[0].clone());
+    }
     let cfg = view_config(src.clone(), &args.view, Naming::Target)?;
+    let mut more = Vec::new();
+    for sel in view_sels.iter().skip(1) {
+        let mut a = args.view.clone();
+        a.arch = Some(sel.clone());
+        more.push(view_config(src.clone(), &a, Naming::Target)?);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for s in std::iter::once(&cfg).chain(&more).map(|c| c.selection.to_string()) {
+        if !seen.insert(s.clone()) {
+            return Err(Failure::usage(format!("--views names {s} twice")));
+        }
+    }
     let md = std::fs::metadata(&mnt).map_err(|e| Failure::usage(format!("mountpoint {}: {e}", mnt.display())))?;
     if !md.is_dir() {
         return Err(Failure::usage(format!("mountpoint {}: not a directory", mnt.display())));
@@ -303,17 +327,20 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     let log = if detached { Some(open_log(args.log_file.as_deref())?) } else { None };
     // Whether the selection matches anything is told once, in the
     // background: the scan reads every binary's bundle headers.
-    let (check_src, check_sel) = (src.clone(), cfg.selection.clone());
+    let (check_src, check_sels) = (src.clone(), std::iter::once(&cfg).chain(&more).map(|c| c.selection.clone()).collect::<Vec<_>>());
     let check = std::thread::Builder::new()
         .name("kpackfs-check".into())
         .spawn(move || {
-            if let Some(w) = selection_warning(&check_src, &check_sel) {
-                log::warn!("{w}");
+            for sel in &check_sels {
+                if let Some(w) = selection_warning(&check_src, sel) {
+                    log::warn!("{w}");
+                }
             }
         })
         .map_err(|e| Failure::runtime(e.to_string()))?;
     let policy = if args.materialize { CopyPolicy::All } else { CopyPolicy::Decoding };
-    let view = Arc::new(open_view(cfg, &args.view, policy)?);
+    let first = open_view(cfg, &args.view, policy)?;
+    let view = Arc::new(if view_sels.is_empty() { Views::single(first) } else { Views::several(first, more) });
     let watcher = match crate::watch::Watcher::new(&src) {
         Ok(w) => Some(w),
         Err(e) => {
@@ -354,7 +381,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         let (v, n) = (view.clone(), session.notifier());
         std::thread::Builder::new().name("kpackfs-watch".into()).spawn(move || w.run(v, n)).map_err(|e| Failure::runtime(e.to_string()))?;
     }
-    log::info!("serving {} at {} for {}", src.display(), mnt.display(), view.config().selection);
+    log::info!("serving {} at {} for {}", src.display(), mnt.display(), view.selections());
 
     // Signals end the mount cleanly: unmount; if the mount is busy, detach
     // it lazily (new users no longer see it), let current users finish for
@@ -400,7 +427,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         // A daemon pins no directory (every path it uses is absolute).
         let _ = std::env::set_current_dir("/");
     } else if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!("kpackfs: serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.config().selection);
+        eprintln!("kpackfs: serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.selections());
     }
     let r = session.run();
     // The session can end with the mount still attached: with

@@ -23,6 +23,7 @@ use rustix::fd::OwnedFd;
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
 use kpackfs_core::view::{View, KPACK_DIR};
+use kpackfs_core::views::Views;
 
 pub struct Watcher {
     fd: OwnedFd,
@@ -74,7 +75,7 @@ impl Watcher {
     }
 
     /// Reads events forever, invalidating what they touch.
-    pub fn run(self: Arc<Self>, view: Arc<View>, notifier: Notifier) {
+    pub fn run(self: Arc<Self>, views: Arc<Views>, notifier: Notifier) {
         let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 * 1024];
         loop {
             let mut changed: Vec<(PathBuf, Option<OsString>)> = Vec::new();
@@ -131,7 +132,11 @@ impl Watcher {
             changed.sort();
             changed.dedup();
             for (dir, name) in changed {
-                invalidate(&view, &notifier, &dir, name.as_deref());
+                // Inode numbers are unique across views: each view
+                // invalidates its own.
+                for view in views.views() {
+                    invalidate(view, &notifier, &dir, name.as_deref());
+                }
             }
         }
     }

@@ -117,7 +117,12 @@ impl Mount {
         if let Some(s) = source {
             cmd.arg(s);
         }
-        cmd.arg(mnt).arg("--arch").arg(arch).args(with_cache_dir(extra));
+        cmd.arg(mnt);
+        // An empty `arch`: the extra arguments select (e.g. `--views`).
+        if !arch.is_empty() {
+            cmd.arg("--arch").arg(arch);
+        }
+        cmd.args(with_cache_dir(extra));
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
         match log {
             Some(p) => {

@@ -117,21 +117,37 @@ pub struct FatBinary {
     pub group: String,
     pub marker: Marker,
     pub plan: HostPlan,
-    archives: OnceLock<Arc<Archives>>,
+    objects: OnceLock<Arc<Objects>>,
+    /// Archive plans per view configuration (selection, naming,
+    /// compression): several views in one daemon share the plan and the
+    /// code objects, each with its own archives.
+    archives: std::sync::Mutex<Vec<(String, Arc<Archives>)>>,
 }
 
-/// The second stage: code objects and archives.
+/// The second stage, the same for every view: the code objects behind each
+/// wrapper and the targets present.
 #[derive(Debug, Default)]
-pub struct Archives {
+pub struct Objects {
     /// Code objects behind each wrapper (by wrapper index; empty for
     /// wrappers already HIPK or whose bundle is unreadable).
     pub objects: Vec<Vec<CodeObject>>,
     /// Every target present, sorted.
     pub targets: Vec<TargetId>,
-    /// Archives exposed for the selection, by file name.
-    pub by_name: BTreeMap<String, Arc<ArchivePlan>>,
     /// Why some wrappers have no code objects.
     pub problems: Vec<String>,
+}
+
+/// One view's archives of a binary.
+#[derive(Debug)]
+pub struct Archives {
+    pub objects: Arc<Objects>,
+    /// Archives exposed for the selection, by file name.
+    pub by_name: BTreeMap<String, Arc<ArchivePlan>>,
+}
+
+/// What makes one view's archives differ from another's.
+fn view_key(selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> String {
+    format!("{selection}/{naming:?}/{compression:?}")
 }
 
 impl FatBinary {
@@ -155,30 +171,51 @@ impl FatBinary {
         if let Some(w) = plan.wrappers.iter().find(|w| !w.already_kpacked && w.fatbin_offset.is_none()) {
             return Err(NotTransformed::Refused(format!("wrapper {} does not point into the fat section", w.index)));
         }
-        Ok(FatBinary { id, group, marker, plan, archives: OnceLock::new() })
+        Ok(FatBinary { id, group, marker, plan, objects: OnceLock::new(), archives: Default::default() })
     }
 
-    /// The archives, if already computed.
-    pub fn archives_if_ready(&self) -> Option<&Arc<Archives>> {
-        self.archives.get()
+    /// Whether the second stage (code objects) has run.
+    pub fn objects_ready(&self) -> bool {
+        self.objects.get().is_some()
     }
 
-    /// The archives (second stage), computed once from `src`, which must be
-    /// the source version this plan was made from.
+    /// One view's archives, if already planned.
+    pub fn archives_if_ready(&self, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> Option<Arc<Archives>> {
+        let key = view_key(selection, naming, compression);
+        self.archives.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(k, _)| *k == key).map(|(_, a)| a.clone())
+    }
+
+    /// One view's archives (second stage, code objects computed once for
+    /// every view) from `src`, which must be the source version this plan
+    /// was made from.
     ///
     /// A failed read of the source (other than a read past its end, which
     /// is the file's own shape) is returned and not remembered: the next
     /// request tries again, instead of the binary's archives lacking that
     /// wrapper's code objects for the life of the plan.
     pub fn archives(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> std::io::Result<Arc<Archives>> {
-        if let Some(a) = self.archives.get() {
+        if let Some(a) = self.archives_if_ready(selection, naming, compression) {
+            return Ok(a);
+        }
+        let key = view_key(selection, naming, compression);
+        let objects = match self.objects.get() {
+            Some(o) => o.clone(),
+            None => {
+                let o = Arc::new(self.plan_stage2(src)?);
+                self.objects.get_or_init(|| o).clone()
+            }
+        };
+        let by_name = self.plan_archives(&objects, selection, naming, compression);
+        let mut m = self.archives.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, a)) = m.iter().find(|(k, _)| *k == key) {
             return Ok(a.clone());
         }
-        let a = Arc::new(self.plan_stage2(src, selection, naming, compression)?);
-        Ok(self.archives.get_or_init(|| a).clone())
+        let a = Arc::new(Archives { objects, by_name });
+        m.push((key, a.clone()));
+        Ok(a)
     }
 
-    fn plan_stage2(&self, src: &dyn ReadAt, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> std::io::Result<Archives> {
+    fn plan_stage2(&self, src: &dyn ReadAt) -> std::io::Result<Objects> {
         let plan = &self.plan;
         let fat_end = plan.fat_offset + plan.fat_size;
         // Bundle headers are scattered over the section: ask for all of them
@@ -188,7 +225,7 @@ impl FatBinary {
                 src.prefetch(plan.fat_offset + off, 4096);
             }
         }
-        let mut a = Archives::default();
+        let mut a = Objects::default();
         let mut by_offset: HashMap<u64, Result<Vec<CodeObject>, String>> = HashMap::new();
         for w in &plan.wrappers {
             if w.already_kpacked {
@@ -226,7 +263,6 @@ impl FatBinary {
             }
         }
         a.targets.sort();
-        a.by_name = self.plan_archives(&a, selection, naming, compression);
         Ok(a)
     }
 
@@ -235,7 +271,7 @@ impl FatBinary {
         format!("{}_{}.kpack", self.group, file_target)
     }
 
-    fn plan_archives(&self, a: &Archives, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> BTreeMap<String, Arc<ArchivePlan>> {
+    fn plan_archives(&self, a: &Objects, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> BTreeMap<String, Arc<ArchivePlan>> {
         let selected: Vec<&TargetId> = a.targets.iter().filter(|t| selection.selects(t)).collect();
         let mut files: BTreeMap<String, Vec<TargetId>> = BTreeMap::new();
         for t in selected {

@@ -47,6 +47,8 @@ pub(super) struct Inodes {
     /// one mount each have their own), and the mask for the hash below them.
     prefix: u64,
     mask: u64,
+    /// The root's number: [`ROOT_INO`], with the prefix.
+    root: u64,
 }
 
 impl Inodes {
@@ -54,16 +56,21 @@ impl Inodes {
     /// fills 63 bits; else it must be a multiple of 2^56).
     pub(super) fn new(prefix: u64) -> Inodes {
         let mask = if prefix == 0 { (1 << 63) - 1 } else { (1 << 56) - 1 };
-        let i = Inodes { by_ino: DashMap::new(), by_path: DashMap::new(), by_parent: DashMap::new(), prefix, mask };
+        let root = prefix | ROOT_INO;
+        let i = Inodes { by_ino: DashMap::new(), by_path: DashMap::new(), by_parent: DashMap::new(), prefix, mask, root };
         // The root is held for ever.
-        i.by_ino.insert(ROOT_INO, Entry { key: (PathBuf::new(), None), lookups: u64::MAX / 2 });
-        i.by_path.insert(PathBuf::new(), vec![ROOT_INO]);
+        i.by_ino.insert(root, Entry { key: (PathBuf::new(), None), lookups: u64::MAX / 2 });
+        i.by_path.insert(PathBuf::new(), vec![root]);
         i
+    }
+
+    pub(super) fn root(&self) -> u64 {
+        self.root
     }
 
     fn candidate(&self, key: &InoKey, attempt: u32) -> u64 {
         if key.0.as_os_str().is_empty() && key.1.is_none() {
-            return ROOT_INO;
+            return self.root;
         }
         let mut h = DefaultHasher::new();
         key.hash(&mut h);
@@ -119,7 +126,7 @@ impl Inodes {
     /// The kernel dropped `n` references to `ino`; at none left, the inode
     /// leaves the table.
     pub(super) fn forget(&self, ino: u64, n: u64) {
-        if ino == ROOT_INO {
+        if ino == self.root {
             return;
         }
         let gone = match self.by_ino.entry(ino) {
@@ -196,5 +203,8 @@ mod tests {
         let (na, nb) = (a.register(p, None), b.register(p, None));
         assert_eq!(na >> 56, 1);
         assert_eq!(nb >> 56, 2);
+        assert_eq!(a.root(), (1 << 56) | ROOT_INO);
+        assert_eq!(a.key_of(a.root()).map(|k| k.0), Some(PathBuf::new()));
+        assert!(a.key_of(ROOT_INO).is_none());
     }
 }

@@ -79,16 +79,20 @@ fn node_id(n: &Node) -> Option<SourceId> {
 }
 
 /// The view over one source tree for one selection.
+///
+/// Several views of one source (`mount --views`) share what does not
+/// depend on the selection — the source, plans, probes, caches, counters —
+/// and each keeps its own inode table and listings.
 pub struct View {
     cfg: ViewConfig,
-    tree: SourceTree,
+    tree: Arc<SourceTree>,
     inodes: Inodes,
-    analyses: DashMap<(SourceId, PathBuf), Arc<OnceLock<Analysis>>>,
+    analyses: Arc<DashMap<(SourceId, PathBuf), Arc<OnceLock<Analysis>>>>,
     /// Last identity seen per path, to drop plans of replaced files.
-    current: DashMap<PathBuf, SourceId>,
-    probes: DashMap<SourceId, bool>,
+    current: Arc<DashMap<PathBuf, SourceId>>,
+    probes: Arc<DashMap<SourceId, bool>>,
     listings: DashMap<PathBuf, Arc<Listing>>,
-    caches: Caches,
+    caches: Arc<Caches>,
     slots: Arc<Slots>,
     stats: Arc<Stats>,
 }
@@ -118,17 +122,42 @@ impl View {
             return Err(Error::NotDir);
         }
         Ok(View {
-            caches: Caches::new(cfg.cache_bytes),
+            caches: Arc::new(Caches::new(cfg.cache_bytes)),
             slots: Arc::new(Slots::default()),
             cfg,
-            tree,
+            tree: Arc::new(tree),
             inodes: Inodes::new(0),
-            analyses: DashMap::new(),
-            current: DashMap::new(),
-            probes: DashMap::new(),
+            analyses: Arc::default(),
+            current: Arc::default(),
+            probes: Arc::default(),
             listings: DashMap::new(),
             stats: Arc::new(Stats::default()),
         })
+    }
+
+    /// Another view of the same source for `cfg`'s selection (its source,
+    /// cache sizes and cache directory are this view's), sharing this
+    /// view's plans and caches. `index` (below 127) sets the high byte of
+    /// its inode numbers, so several views' numbers never meet.
+    pub fn sibling(&self, cfg: ViewConfig, index: u8) -> View {
+        let prefix = (u64::from(index.min(126)) + 1) << 56;
+        View {
+            cfg: ViewConfig { source: self.cfg.source.clone(), cache_bytes: self.cfg.cache_bytes, ..cfg },
+            tree: self.tree.clone(),
+            inodes: Inodes::new(prefix),
+            analyses: self.analyses.clone(),
+            current: self.current.clone(),
+            probes: self.probes.clone(),
+            listings: DashMap::new(),
+            caches: self.caches.clone(),
+            slots: self.slots.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+
+    /// This view's root inode ([`ROOT_INO`] unless it is a sibling).
+    pub fn root_ino(&self) -> u64 {
+        self.inodes.root()
     }
 
     pub fn config(&self) -> &ViewConfig {
@@ -547,7 +576,8 @@ impl View {
     /// small folios, which caps warm reads of files the daemon serves
     /// itself. `policy` says which files get copies.
     pub fn with_disk_cache(mut self, disk: Arc<DiskCache>, policy: CopyPolicy) -> Result<View> {
-        self.caches.with_disk(disk, policy)?;
+        let caches = Arc::get_mut(&mut self.caches).ok_or_else(|| Error::Cache("a cache directory must be set before views share the caches".into()))?;
+        caches.with_disk(disk, policy)?;
         Ok(self)
     }
 

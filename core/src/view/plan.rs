@@ -135,16 +135,16 @@ impl View {
 
     /// The archives of a planned binary (second planning stage, once).
     pub(super) fn archives(&self, rel: &Path, fb: &FatBinary) -> Result<Arc<fat::Archives>> {
-        if let Some(a) = fb.archives_if_ready() {
-            return Ok(a.clone());
+        if let Some(a) = fb.archives_if_ready(&self.cfg.selection, self.cfg.naming, self.cfg.compression) {
+            return Ok(a);
         }
         let (file, fst) = self.tree.open_file(rel)?;
         if fst.id() != fb.id {
             return Err(Error::Changed(rel.display().to_string()));
         }
         let a = fb.archives(&file, &self.cfg.selection, self.cfg.naming, self.cfg.compression)?;
-        if !a.problems.is_empty() {
-            log::warn!("{}: some wrappers have no code objects: {}", rel.display(), a.problems.join("; "));
+        if !a.objects.problems.is_empty() {
+            log::warn!("{}: some wrappers have no code objects: {}", rel.display(), a.objects.problems.join("; "));
         }
         Ok(a)
     }
@@ -181,7 +181,7 @@ impl View {
             // A compressed archive already in the disk cache is answered
             // from the cache alone, before the binary's bundle headers (one
             // decode per compressed bundle) are ever read.
-            if fb.archives_if_ready().is_none() && self.cfg.compression != ArchiveCompression::None {
+            if !fb.objects_ready() && self.cfg.compression != ArchiveCompression::None {
                 if let Some(d) = self.caches.cached_archive(&key) {
                     return Ok(Some(Node::CachedArchive(fst, fb, d)));
                 }

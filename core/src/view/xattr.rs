@@ -2,7 +2,7 @@
 //! the root the counters, selection and source; on transformed binaries the
 //! targets their source carries.
 
-use super::{Attr, Node, Origin, Result, View, ROOT_INO};
+use super::{Attr, Node, Origin, Result, View};
 
 const XATTR_ORIGIN: &str = "user.kpackfs.origin";
 const XATTR_STATS: &str = "user.kpackfs.stats";
@@ -18,12 +18,12 @@ impl View {
     /// planning): `ls -l`, `cp -a` and `rsync -X` list attributes of every
     /// file they touch.
     pub fn xattr_names(&self, ino: u64) -> Result<Vec<&'static str>> {
-        Ok(Self::xattr_names_of(ino, &self.getattr(ino)?))
+        Ok(self.xattr_names_of(ino, &self.getattr(ino)?))
     }
 
-    fn xattr_names_of(ino: u64, attr: &Attr) -> Vec<&'static str> {
+    fn xattr_names_of(&self, ino: u64, attr: &Attr) -> Vec<&'static str> {
         let mut v = vec![XATTR_ORIGIN];
-        if ino == ROOT_INO {
+        if ino == self.root_ino() {
             v.extend([XATTR_STATS, XATTR_ARCH, XATTR_SOURCE]);
         }
         if attr.origin == Origin::Transformed {
@@ -38,7 +38,7 @@ impl View {
     /// nothing else about a listing needs.
     pub fn xattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>> {
         let attr = self.getattr(ino)?;
-        if !Self::xattr_names_of(ino, &attr).contains(&name) {
+        if !self.xattr_names_of(ino, &attr).contains(&name) {
             return Ok(None);
         }
         Ok(Some(match name {
@@ -48,7 +48,7 @@ impl View {
             XATTR_SOURCE => self.cfg.source.to_string_lossy().into_owned().into_bytes(),
             XATTR_TARGETS => match self.resolve_ino(ino)? {
                 (p, Node::Transformed(_, fb)) => {
-                    let t: Vec<String> = self.archives(&p, &fb)?.targets.iter().map(ToString::to_string).collect();
+                    let t: Vec<String> = self.archives(&p, &fb)?.objects.targets.iter().map(ToString::to_string).collect();
                     t.join(",").into_bytes()
                 }
                 // Changed since getattr: no longer a transformed binary.
