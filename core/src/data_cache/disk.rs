@@ -313,12 +313,15 @@ impl DiskCache {
         let Some(f) = open_private(&self.path(key, "data"), false)? else { return Ok(None) };
         let md = f.metadata()?;
         if md.len() != len {
+            // Windows deletes no file this process still holds open.
+            drop((f, mf));
             self.remove_entry(key, &format!("has {} bytes, its meta says {len}", md.len()));
             return Ok(None);
         }
         let ino = inode(&md);
         if self.verified.get(key).map(|v| *v) != Some((ino, len)) {
             if crc_of(&f, len)? != crc {
+                drop((f, mf));
                 self.remove_entry(key, "fails its checksum");
                 return Ok(None);
             }
@@ -364,6 +367,8 @@ impl DiskCache {
             let mut m = create_private(&tmp_meta)?;
             m.write_all(&encode_meta(len, crc))?;
             m.sync_all()?;
+            // Windows renames no file this process still holds open.
+            drop((f, m));
             fs::rename(&tmp_data, self.path(key, "data"))?;
             fs::rename(&tmp_meta, self.path(key, "meta"))?;
             sync_dir(&self.dir);
