@@ -51,10 +51,12 @@ pub enum CommonCommand {
     Archs {
         /// Install to scan (default: the embedded demo install).
         source: Option<PathBuf>,
-        /// Show this machine's GPUs instead: one line per GPU of the
-        /// kernel's KFD topology with the target ID the HIP runtime gives
-        /// it, the XNACK mode, and the `auto:` line `--arch auto` uses.
-        /// Exit status 2 when there is no AMD GPU. Linux only.
+        /// Show this machine's GPUs and what `--arch auto` resolves to.
+        ///
+        /// One line per GPU node of the kernel's KFD topology with the
+        /// target ID the HIP runtime gives it, the XNACK mode when a GPU has
+        /// one, and the `auto:` line. Exit status 2 when there is no AMD
+        /// GPU. Linux only.
         #[arg(long, conflicts_with = "source")]
         machine: bool,
         #[command(flatten)]
@@ -112,14 +114,17 @@ impl From<Naming> for ArchiveNaming {
 /// Options shared by `mount` and `bake`.
 #[derive(Debug, Args, Clone)]
 pub struct ViewArgs {
-    /// Targets to serve: `gfx90a:xnack-`, `gfx1100`, `gfx90a,gfx1030`. A bare
-    /// processor selects all its feature variants. `auto`: the GPUs of this
-    /// machine, named as the HIP runtime names them (`gfx90a:sramecc+:xnack-`;
-    /// read from /sys/class/kfd, honouring HSA_XNACK, HSA_ENABLE_SRAMECC and
-    /// HSA_OVERRIDE_GFX_VERSION in kpackfs's environment; Linux only); it
-    /// mixes with named targets (`auto,gfx1030`) and fails with exit status 2
-    /// when the machine has no AMD GPU. `kpackfs archs --machine` shows what
-    /// it resolves to.
+    /// Targets to serve: `gfx90a:xnack-`, `gfx1100`, `gfx90a,gfx1030`, or
+    /// `auto` (this machine's GPUs).
+    ///
+    /// A bare processor selects all its feature variants. `auto` stands for
+    /// the GPUs of this machine, each named as the HIP runtime names it
+    /// (`gfx90a:sramecc+:xnack-`), read from the kernel's KFD topology
+    /// (/sys/class/kfd; Linux only) and honouring HSA_XNACK,
+    /// HSA_ENABLE_SRAMECC and HSA_OVERRIDE_GFX_VERSION in kpackfs's
+    /// environment. It mixes with named targets (`auto,gfx1030`); a machine
+    /// without an AMD GPU fails with exit status 2. `kpackfs archs
+    /// --machine` shows what it resolves to.
     #[arg(long, short = 'a', value_name = "TARGET[,TARGET…]|auto")]
     pub arch: Option<String>,
     /// Memory for decompressed bundles (e.g. 256M, 1G).

@@ -58,7 +58,7 @@ pub struct MountArgs {
     /// Where the detached daemon logs (default: nowhere).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
-    /// fstab-style options: arch=…, allow_other, auto_unmount, cache_size=…,
+    /// fstab-style options: arch=… (arch=auto: this machine's GPUs), allow_other, auto_unmount, cache_size=…,
     /// threads=…, ttl=…, archive_names=…, archive_compression=…, cache_dir=…,
     /// cache_dir_size=…, materialize, foreground; generic mount options
     /// (ro, nodev, nosuid, noatime, defaults, nofail, _netdev, x-*) are accepted.
