@@ -16,6 +16,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use crate::bundle::CcobMethod;
 use crate::db::Rules;
+use crate::machine::{Machine, RuntimeEnv};
 use crate::resolve::{self, LoaderEnv, LoaderGen};
 use crate::target::{Selection, TargetId};
 use crate::data_cache::DiskCache;
@@ -45,10 +46,19 @@ pub enum CommonCommand {
     Bake(BakeArgs),
     /// Show wrappers, bundles, targets, code-object sizes, marker or archive TOC of a file.
     Inspect { file: PathBuf },
-    /// List the GPU targets an install carries.
+    /// List the GPU targets an install carries, or (--machine) this
+    /// machine's GPUs and what `--arch auto` resolves to.
     Archs {
         /// Install to scan (default: the embedded demo install).
         source: Option<PathBuf>,
+        /// Show this machine's GPUs and what `--arch auto` resolves to.
+        ///
+        /// One line per GPU node of the kernel's KFD topology with the
+        /// target ID the HIP runtime gives it, the XNACK mode when a GPU has
+        /// one, and the `auto:` line. Exit status 2 when there is no AMD
+        /// GPU. Linux only.
+        #[arg(long, conflicts_with = "source")]
+        machine: bool,
         #[command(flatten)]
         db: DbRuleArgs,
     },
@@ -104,9 +114,18 @@ impl From<Naming> for ArchiveNaming {
 /// Options shared by `mount` and `bake`.
 #[derive(Debug, Args, Clone)]
 pub struct ViewArgs {
-    /// Targets to serve: `gfx90a:xnack-`, `gfx1100`, `gfx90a,gfx1030`. A bare
-    /// processor selects all its feature variants.
-    #[arg(long, short = 'a', value_name = "TARGET[,TARGET…]")]
+    /// Targets to serve: `gfx90a:xnack-`, `gfx1100`, `gfx90a,gfx1030`, or
+    /// `auto` (this machine's GPUs).
+    ///
+    /// A bare processor selects all its feature variants. `auto` stands for
+    /// the GPUs of this machine, each named as the HIP runtime names it
+    /// (`gfx90a:sramecc+:xnack-`), read from the kernel's KFD topology
+    /// (/sys/class/kfd; Linux only) and honouring HSA_XNACK,
+    /// HSA_ENABLE_SRAMECC and HSA_OVERRIDE_GFX_VERSION in kpackfs's
+    /// environment. It mixes with named targets (`auto,gfx1030`); a machine
+    /// without an AMD GPU fails with exit status 2. `kpackfs archs
+    /// --machine` shows what it resolves to.
+    #[arg(long, short = 'a', value_name = "TARGET[,TARGET…]|auto")]
     pub arch: Option<String>,
     /// Memory for decompressed bundles (e.g. 256M, 1G).
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "256M")]
@@ -279,10 +298,44 @@ pub fn source_dir(source: Option<&Path>) -> Result<PathBuf, Failure> {
     }
 }
 
+/// Names a directory to read in place of `/sys` for `--arch auto` and
+/// `archs --machine`: the tests' fake topologies, or a host's sysfs mounted
+/// elsewhere in a container.
+pub const SYSFS_ROOT_ENV: &str = "KPACKFS_SYSFS_ROOT";
+
+/// This machine's GPUs (`--arch auto`, `archs --machine`): the KFD topology
+/// under `$KPACKFS_SYSFS_ROOT` or `/sys`, named for a process with this
+/// process's `HSA_*` variables. `what` starts the failure's message.
+pub fn this_machine(what: &str) -> Result<Machine, Failure> {
+    if cfg!(windows) {
+        return Err(Failure::usage(format!(
+            "{what}: finding the GPUs reads Linux's KFD topology and is not supported on Windows; name the targets (e.g. --arch gfx1100)"
+        )));
+    }
+    let root = std::env::var_os(SYSFS_ROOT_ENV).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/sys"));
+    let env = RuntimeEnv::from_process().map_err(|e| Failure::usage(format!("{what}: {e}")))?;
+    Machine::read(&root, &env).map_err(|e| Failure::usage(format!("{what}: {e}")))
+}
+
+/// `--arch` with each `auto` replaced by this machine's target IDs.
+fn expand_auto(arch: &str) -> Result<String, Failure> {
+    if !arch.split(',').any(|p| p.trim() == "auto") {
+        return Ok(arch.to_string());
+    }
+    let targets = this_machine("--arch auto")?.targets().map_err(|e| Failure::usage(format!("--arch auto: {e}")))?;
+    let machine: Vec<String> = targets.iter().map(ToString::to_string).collect();
+    let machine = machine.join(",");
+    let parts: Vec<&str> = arch.split(',').map(|p| if p.trim() == "auto" { machine.as_str() } else { p }).collect();
+    let expanded = parts.join(",");
+    log::info!("--arch {arch}: {expanded}");
+    Ok(expanded)
+}
+
 /// The view a command serves; `default_naming` is the platform's.
 pub fn view_config(source: PathBuf, args: &ViewArgs, default_naming: Naming) -> Result<ViewConfig, Failure> {
-    let arch = args.arch.as_deref().ok_or_else(|| Failure::usage("--arch is required (e.g. --arch gfx90a:xnack-)"))?;
-    let selection = Selection::parse(arch).map_err(|e| Failure::usage(format!("--arch {arch:?}: {e}")))?;
+    let given = args.arch.as_deref().ok_or_else(|| Failure::usage("--arch is required (e.g. --arch gfx90a:xnack-, or --arch auto)"))?;
+    let arch = expand_auto(given)?;
+    let selection = Selection::parse(&arch).map_err(|e| Failure::usage(format!("--arch {given:?}: {e}")))?;
     Ok(ViewConfig {
         source,
         selection,
@@ -389,7 +442,11 @@ fn inspect(file: &Path) -> Result<(), Failure> {
     emit(&report)
 }
 
-fn archs(source: Option<&Path>, db: &DbRuleArgs) -> Result<(), Failure> {
+fn archs(source: Option<&Path>, machine: bool, db: &DbRuleArgs) -> Result<(), Failure> {
+    if machine {
+        let report = this_machine("archs --machine")?.report().map_err(|e| Failure::usage(format!("archs --machine: {e}")))?;
+        return emit(&report);
+    }
     let src = source_dir(source)?;
     let rules = db.rules()?;
     let r = crate::archs::archs(&src, &rules).map_err(|e| Failure::usage(format!("{}: {e}", src.display())))?;
@@ -488,7 +545,7 @@ pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Fail
     match cmd {
         CommonCommand::Bake(b) => bake(b, default_naming),
         CommonCommand::Inspect { file } => inspect(&file),
-        CommonCommand::Archs { source, db } => archs(source.as_deref(), &db),
+        CommonCommand::Archs { source, machine, db } => archs(source.as_deref(), machine, &db),
         CommonCommand::Resolve(r) => resolve_cmd(r),
         CommonCommand::Recompress(r) => recompress(r),
     }

@@ -6,7 +6,7 @@
 //! wrapper ([`wrapper`]), the kpack marker ([`marker`]), `.kpack` archives
 //! ([`kpack`]), the ELF and PE planners ([`elf`], [`coff`]) that express the
 //! reference kpack transform as a lazy [`layout::Layout`], database file
-//! rules ([`db`]), the caches ([`data_cache`]), and the offline paths ([`bake`], [`inspect`], [`resolve`]).
+//! rules ([`db`]), the caches ([`data_cache`]), this machine's GPUs ([`machine`]), and the offline paths ([`bake`], [`inspect`], [`resolve`]).
 
 pub mod bundle;
 pub mod io;
@@ -15,6 +15,7 @@ pub mod layout;
 pub mod marker;
 pub mod msgpack;
 pub mod target;
+pub mod machine;
 pub mod wrapper;
 pub mod elf;
 pub mod copy;

@@ -151,6 +151,22 @@ pub fn generic_of(processor: &str) -> Option<&'static str> {
     })
 }
 
+/// Whether a device of this processor has an `sramecc` setting in its target
+/// ID (the HSA runtime's ISA registry: the GFX9 data-center parts).
+pub fn has_sramecc(processor: &str) -> bool {
+    matches!(processor, "gfx906" | "gfx908" | "gfx90a" | "gfx940" | "gfx941" | "gfx942" | "gfx950")
+}
+
+/// Whether a device of this processor has an `xnack` setting in its target
+/// ID (the HSA runtime's ISA registry: GFX8 APUs, GFX9, GFX10.1).
+pub fn has_xnack(processor: &str) -> bool {
+    matches!(
+        processor,
+        "gfx801" | "gfx810" | "gfx900" | "gfx902" | "gfx904" | "gfx906" | "gfx908" | "gfx909" | "gfx90a" | "gfx90c" | "gfx940"
+            | "gfx941" | "gfx942" | "gfx950" | "gfx1010" | "gfx1011" | "gfx1012" | "gfx1013"
+    )
+}
+
 /// The loader's list of target strings to probe for one ISA string, most
 /// specific first (FORMATS.md §6.3): every feature subset in descending
 /// bitmask order, the rightmost feature being the low bit. Works on the

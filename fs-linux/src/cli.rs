@@ -68,8 +68,11 @@ pub struct MountArgs {
     /// Where the detached daemon logs (default: nowhere).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
-    /// fstab-style options: arch=…, allow_other, auto_unmount, cache_size=…,
-    /// threads=…, ttl=…, archive_names=…, archive_compression=…, cache_dir=…, view=… (repeat per view),
+    /// fstab-style options: arch=… (`auto` for this machine's GPUs; repeat
+    /// it for several targets), view=… (repeat per view), allow_other,
+    /// auto_unmount, cache_size=…, threads=…, ttl=…, archive_names=…,
+    /// archive_compression=…, cache_dir=…, cache_dir_size=…, materialize,
+    /// foreground, db_rules=FILE; generic mount options
     /// cache_dir_size=…, materialize, foreground; generic mount options
     /// (ro, nodev, nosuid, noatime, defaults, nofail, _netdev, x-*) are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]

@@ -98,7 +98,19 @@ impl Mount {
     }
 
     pub fn at(source: Option<&Path>, mnt: &Path, arch: &str, extra: &[&str]) -> Mount {
-        Mount::at_logged(source, mnt, arch, extra, None)
+        Mount::at_logged(source, mnt, arch, extra, None, &[])
+    }
+
+    /// Like [`Mount::new`], with these variables in the daemon's
+    /// environment (e.g. `KPACKFS_SYSFS_ROOT` for `--arch auto`).
+    pub fn new_with_env(source: Option<&Path>, arch: &str, extra: &[&str], env: &[(&str, &Path)]) -> Mount {
+        let dir = tempdir();
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+        let mut m = Mount::at_logged(source, &mnt, arch, extra, None, env);
+        m._dir = Some(dir);
+        m
     }
 
     /// Like [`Mount::new`], with the daemon's stderr (its log) in `log`.
@@ -106,13 +118,14 @@ impl Mount {
         let dir = tempdir();
         let mnt = dir.path().join("mnt");
         fs::create_dir(&mnt).expect("mkdir mnt");
-        let mut m = Mount::at_logged(source, &mnt, arch, extra, Some(log));
+        let mut m = Mount::at_logged(source, &mnt, arch, extra, Some(log), &[]);
         m._dir = Some(dir);
         m
     }
 
-    fn at_logged(source: Option<&Path>, mnt: &Path, arch: &str, extra: &[&str], log: Option<&Path>) -> Mount {
+    fn at_logged(source: Option<&Path>, mnt: &Path, arch: &str, extra: &[&str], log: Option<&Path>, env: &[(&str, &Path)]) -> Mount {
         let mut cmd = Command::new(kpackfs());
+        cmd.envs(env.iter().copied());
         cmd.arg("mount").arg("-f");
         if let Some(s) = source {
             cmd.arg(s);

@@ -50,6 +50,20 @@ fn selections_hide_other_targets() {
     assert!(slim < fat, "{slim} >= {fat}");
 }
 
+/// `--arch auto` serves exactly what naming the machine's GPU target does
+/// (the MI210 fixture: `gfx90a:sramecc+:xnack-`).
+#[test]
+fn arch_auto_serves_the_machines_targets() {
+    require_root();
+    let fixture = repo().join("tests/fixtures/kfd/mi210");
+    let m = Mount::new_with_env(Some(&demo()), "auto", &[], &[("KPACKFS_SYSFS_ROOT", &fixture)]);
+    let baked = bake(&demo(), "gfx90a:sramecc+:xnack-", &[]);
+    assert_same_tree(&snapshot(&m.mnt), &snapshot(&baked.path().join("out")), "mount --arch auto on the MI210 fixture");
+    assert!(m.path("lib/.kpack/libdemo.so.1.0_gfx90a:xnack-.kpack").is_file());
+    assert!(!m.path("lib/.kpack/libdemo.so.1.0_gfx90a:xnack+.kpack").exists());
+    assert!(!m.path("lib/aotriton/kernels/gfx1030").exists());
+}
+
 #[test]
 fn embedded_demo_is_served_without_a_source() {
     require_root();
