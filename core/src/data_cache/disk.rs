@@ -103,6 +103,7 @@ fn open_private(p: &Path, write: bool) -> io::Result<Option<File>> {
     o.read(true).write(write);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    share_all(&mut o);
     let f = match o.open(p) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -127,9 +128,20 @@ fn open_private(p: &Path, write: bool) -> io::Result<Option<File>> {
     Ok(Some(f))
 }
 
+/// On Windows, lets entries that readers hold open be renamed over and
+/// deleted (eviction, rebuilding a damaged entry), as on POSIX systems:
+/// without `FILE_SHARE_DELETE` both fail while any handle is open.
+fn share_all(o: &mut OpenOptions) {
+    #[cfg(windows)]
+    std::os::windows::fs::OpenOptionsExt::share_mode(o, 0x1 | 0x2 | 0x4);
+    #[cfg(not(windows))]
+    let _ = o;
+}
+
 fn create_private(p: &Path) -> io::Result<File> {
     let mut o = OpenOptions::new();
     o.read(true).write(true).create(true).truncate(true);
+    share_all(&mut o);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -263,6 +275,7 @@ impl DiskCache {
     fn lock_file(&self, hex: &str) -> io::Result<File> {
         let mut o = OpenOptions::new();
         o.read(true).write(true).create(true).truncate(false);
+        share_all(&mut o);
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
