@@ -382,8 +382,8 @@ impl DiskCache {
             m.sync_all()?;
             // Windows renames no file this process still holds open.
             drop((f, m));
-            fs::rename(&tmp_data, self.path(key, "data"))?;
-            fs::rename(&tmp_meta, self.path(key, "meta"))?;
+            self.replace(&tmp_data, &self.path(key, "data"), &hex)?;
+            self.replace(&tmp_meta, &self.path(key, "meta"), &hex)?;
             sync_dir(&self.dir);
             Ok(())
         })();
@@ -396,6 +396,24 @@ impl DiskCache {
         drop(lock);
         self.evict();
         Ok(d)
+    }
+
+    /// Renames `from` over `to`. Where that is refused because `to` is still
+    /// held open or pending deletion (Windows), `to` is first moved aside
+    /// under a temporary name, removed once its readers let go (here, or
+    /// by [`Self::remove_orphans`] at a later open).
+    fn replace(&self, from: &Path, to: &Path, hex: &str) -> io::Result<()> {
+        match fs::rename(from, to) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                static N: AtomicU64 = AtomicU64::new(0);
+                let aside = self.dir.join(format!("{TMP_PREFIX}{}.{hex}.old{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+                fs::rename(to, &aside)?;
+                let _ = fs::remove_file(&aside);
+                fs::rename(from, to)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Bytes of complete entries, and the entries by age of last use.
