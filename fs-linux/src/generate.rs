@@ -123,6 +123,10 @@ fn top_sections(pages: &[String]) -> Roff {
     r.control("SH", ["ENVIRONMENT"]);
     r.control("TP", []).text([bold("RUST_LOG")]);
     r.text([roman("Log level: warn by default; info shows mount, unmount and counters, debug every plan.")]);
+    r.control("TP", []).text([bold("HSA_XNACK, HSA_ENABLE_SRAMECC, HSA_OVERRIDE_GFX_VERSION")]);
+    r.text([roman("Change the target IDs --arch auto gives this machine's GPUs, as they change the HIP runtime's.")]);
+    r.control("TP", []).text([bold("KPACKFS_SYSFS_ROOT")]);
+    r.text([roman("Read the KFD topology for --arch auto under this directory instead of /sys.")]);
     r.control("TP", []).text([bold("XDG_CACHE_HOME")]);
     r.text([roman("Where a non-root user's default cache directory lives (kpackfs under it).")]);
     r.control("SH", ["FILES"]);
@@ -169,8 +173,9 @@ fn mount_sections() -> Roff {
     r.control("SH", ["EXAMPLES"]);
     para(&mut r, "The embedded demo install, for one target; the mount is live when the command returns:");
     example(&mut r, &["kpackfs mount /tmp/kpackfs-demo --arch gfx90a:xnack-", "kpackfs archs /tmp/kpackfs-demo", "umount /tmp/kpackfs-demo"]);
-    para(&mut r, "A ROCm install, readable by containers and other users:");
-    example(&mut r, &["kpackfs mount /opt/rocm /opt/kpackfs/gfx90a --arch gfx90a --allow-other --auto-unmount"]);
+    para(&mut r, "A ROCm install for this machine's GPUs, readable by containers and other users:");
+    example(&mut r, &["kpackfs archs --machine", "kpackfs mount /opt/rocm /opt/kpackfs/local --arch auto --allow-other --auto-unmount"]);
+    para(&mut r, "Containers and Kubernetes: /usr/share/doc/kpackfs/containers.md.");
     r
 }
 
@@ -210,14 +215,14 @@ mod tests {
         for n in ["kpackfs.1", "kpackfs-mount.1", "kpackfs-bake.1", "kpackfs-inspect.1", "kpackfs-archs.1", "kpackfs-resolve.1", "kpackfs-recompress.1"] {
             assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
         }
-        assert!(!names.iter().any(|n| n.contains("generate") || n.contains("help")), "{names:?}");
+        assert!(!names.iter().any(|n| n.contains("generate") || n.contains("help") || n.contains("watchdog")), "{names:?}");
     }
 
     #[test]
     fn man_pages_carry_the_options_and_the_helper_form() {
         let top = page("kpackfs.1");
         assert!(top.contains("\n.TH kpackfs 1 "), "{top}");
-        for s in ["EXIT STATUS", "fuse.kpackfs", "kpackfs\\-mount(1)", "\\-\\-version"] {
+        for s in ["EXIT STATUS", "fuse.kpackfs", "kpackfs\\-mount(1)", "\\-\\-version", "HSA_XNACK"] {
             assert!(top.contains(s), "kpackfs.1 lacks {s}");
         }
         let mount = page("kpackfs-mount.1");
