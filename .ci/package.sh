@@ -17,7 +17,7 @@ if ! cargo deb --version 2>/dev/null | grep -qF "$CARGO_DEB_VERSION"; then
   cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked -q
 fi
 
-# A kpackfs installed by other means would hide the package's.
+# A developer's installed kpackfs package is replaced, then removed at the end.
 if dpkg-query -W -f='${Status}' kpackfs 2>/dev/null | grep -q "install ok installed"; then
   say "kpackfs is already installed as a package; it is replaced and removed at the end"
 fi
