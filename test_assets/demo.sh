@@ -2,13 +2,19 @@
 # The main job: build kpackfs and mount the embedded demo install (a small
 # fat ROCm-style prefix, test_assets/demo-install) as a slim per-GPU view,
 # then show what changed. Usage: bash test_assets/demo.sh [MOUNTPOINT] [ARCH]
+# With KPACKFS=kpackfs it runs an installed kpackfs from the PATH (the
+# Debian package, `cargo install`) instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MNT=${1:-/tmp/kpackfs-demo}
 ARCH=${2:-gfx90a:xnack-}
-bash .ci/apt-need.sh test_assets/demo.sh libzstd-dev pkg-config fuse3 gcc
-cargo build --release --locked -q -p kpackfs
-K=$PWD/target/release/kpackfs
+if [ -n "${KPACKFS:-}" ]; then
+  K=$(command -v "$KPACKFS") || { echo "test_assets/demo.sh: $KPACKFS is not on the PATH" >&2; exit 1; }
+else
+  bash .ci/apt-need.sh test_assets/demo.sh libzstd-dev pkg-config fuse3 gcc
+  cargo build --release --locked -q -p kpackfs
+  K=$PWD/target/release/kpackfs
+fi
 if mountpoint -q "$MNT" 2>/dev/null; then umount "$MNT"; fi
 mkdir -p "$MNT"
 # No SOURCE: kpackfs serves its embedded copy of test_assets/demo-install.

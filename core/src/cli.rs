@@ -70,7 +70,7 @@ pub enum CommonCommand {
 }
 
 /// Subcommand names, for recognising the `mount.fuse` helper form.
-pub const SUBCOMMANDS: &[&str] = &["mount", "bake", "inspect", "archs", "resolve", "recompress", "help", "__unmount-watchdog"];
+pub const SUBCOMMANDS: &[&str] = &["mount", "bake", "inspect", "archs", "resolve", "recompress", "generate", "help", "__unmount-watchdog"];
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Naming {

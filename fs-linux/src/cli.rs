@@ -26,6 +26,10 @@ pub enum Command {
     /// by a daemon mounted with --auto-unmount; see src/watchdog.rs).
     #[command(name = "__unmount-watchdog", hide = true)]
     UnmountWatchdog { mountpoint: PathBuf },
+    /// Write the man pages or a shell completion script (for packaging;
+    /// README, "Install").
+    #[command(subcommand, hide = true)]
+    Generate(crate::generate::Generate),
 }
 
 #[derive(Debug, Args)]
@@ -72,8 +76,7 @@ pub struct MountArgs {
     /// it for several targets), view=… (repeat per view), allow_other,
     /// auto_unmount, cache_size=…, threads=…, ttl=…, archive_names=…,
     /// archive_compression=…, cache_dir=…, cache_dir_size=…, materialize,
-    /// foreground, db_rules=FILE; generic mount options
-    /// cache_dir_size=…, materialize, foreground; generic mount options
+    /// no_passthrough, log_file=…, foreground, db_rules=FILE; generic mount options
     /// (ro, nodev, nosuid, noatime, defaults, nofail, _netdev, x-*) are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,

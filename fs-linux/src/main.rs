@@ -6,6 +6,7 @@
 mod cli;
 #[cfg(target_os = "linux")]
 mod fuse;
+mod generate;
 #[cfg(target_os = "linux")]
 mod mount;
 #[cfg(target_os = "linux")]
@@ -31,6 +32,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::UnmountWatchdog { mountpoint } => watchdog::run(&mountpoint),
         #[cfg(not(target_os = "linux"))]
         Command::UnmountWatchdog { .. } => Ok(()),
+        Command::Generate(g) => generate::run(g),
     }
 }
 
