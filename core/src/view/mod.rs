@@ -456,8 +456,10 @@ impl View {
         }
     }
 
-    /// The entries of a directory (without `.` and `..`), sorted by name;
-    /// the order (and so any offset into it) is stable while the source
+    /// The entries of a directory (without `.` and `..`), sorted by name.
+    /// Their inode numbers are the ones [`View::lookup`] returns; like the
+    /// kernel, a caller looks a name up before using its number. The
+    /// order (and so any offset into it) is stable while the source
     /// directory is unchanged.
     pub fn readdir(&self, ino: u64) -> Result<Vec<DirEntry>> {
         let (p, node) = self.resolve_ino(ino)?;
