@@ -31,8 +31,8 @@ measure() { # label, command...
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem/ {print $2}') GiB, $(uname -r)"
 drop; measure "cp of the fat library (cold)" cp "$W/src/lib/librocsparse.so.0.1" "$W/copy"; rm -f "$W/copy"; read -r cpc _ < "$W/last"
 measure "cp of the fat library (warm)" cp "$W/src/lib/librocsparse.so.0.1" "$W/copy"; rm -f "$W/copy"; read -r cpw _ < "$W/last"
-drop; measure "kpackfs bake $TARGET (cold)" "$K" bake "$W/src" "$W/out1" --arch "$TARGET" -q; read -r bc kbc < "$W/last"
-measure "kpackfs bake $TARGET (warm)" "$K" bake "$W/src" "$W/out2" --arch "$TARGET" -q; read -r bw kbw < "$W/last"
+drop; measure "kpackfs bake $TARGET (cold)" "$K" bake "$W/src" "$W/out1" --arch "$TARGET" --cache-dir none -q; read -r bc kbc < "$W/last"
+measure "kpackfs bake $TARGET (warm)" "$K" bake "$W/src" "$W/out2" --arch "$TARGET" --cache-dir none -q; read -r bw kbw < "$W/last"
 echo
 printf 'speed-up vs reference (237 s):  %6.0fx cold, %6.0fx warm\n' "$(echo "237/$bc" | bc -l)" "$(echo "237/$bw" | bc -l)"
 printf 'memory vs reference (3.9 GB):   %6.0fx less\n' "$(echo "3.9*1024*1024/$kbc" | bc -l)"

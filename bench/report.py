@@ -168,6 +168,54 @@ def main():
                  f"{su:.0f} B" if su else "n/a", (sc / su) if sc and su else None, "equal",
                  ok(sc == su and sc is not None) + ("" if same else " (bytes differ!)")))
 
+    # 9. CCOB source, --archive-compression auto, cache directory
+    za, fr, ht = one("f9.size.auto"), one("f9.frames.zstd3_bytes"), one("f9.size.header_and_toc")
+    if za is not None:
+        base = fr + ht if fr is not None and ht is not None else None
+        r = za / base if base else None
+        rows.append(("9", f"auto archive bytes ({one('f9.frames.objects'):.0f} code objects)", f"{za:.0f} B",
+                     "sum of zstd -3 frames + header + TOC", f"{base:.0f} B" if base else "n/a", r, "≤ 1.05",
+                     ok(r is not None and r <= 1.05)))
+        nb = one("f9.size.none")
+        rows.append(("9", "auto archive bytes", f"{za:.0f} B", "none archive of the same objects",
+                     f"{nb:.0f} B" if nb else "n/a", za / nb if nb else None, "—", None))
+        same = one("f9.resolve_identical")
+        rows.append(("9", "both loaders resolve the auto archive to the original's code objects",
+                     f"{one('f9.resolve.code_objects') or 0:.0f} objects", "", "", None, "identical",
+                     ok(same == 1)))
+        dec, comp = med("f9.baseline.decode.secs"), med("f9.baseline.compress.secs")
+        st = med("f9.cold.stat.us")
+        base = dec + comp if dec is not None and comp is not None else None
+        st_s = st / 1e6 if st is not None else None
+        row("9", "archive first stat, cold cache dir", st_s, "s", "one decode (bake none) + zstd -3 of the objects",
+            base, "≤ 1.5", ok(st_s is not None and base and st_s / base <= 1.5))
+        ws = med("f9.warm.stat.us")
+        row("9", "archive first stat after a fresh mount, warm cache dir", ws and ws / 1000, "ms", "", None,
+            "≤ 20 ms", ok(ws is not None and ws <= 20000))
+        wcs = med("f9.warmcold.stat.us")
+        row("9", "same, page cache dropped first", wcs and wcs / 1000, "ms", "", None, "≤ 20 ms",
+            ok(wcs is not None and wcs <= 20000))
+        for key, label, bkey in (("f9.warm.read.mbps", "archive first read, warm cache dir (page cache warm)",
+                                  "f9.plain.warm.mbps"),
+                                 ("f9.warmcold.read.mbps", "archive first read, warm cache dir, page cache cold",
+                                  "f9.plain.cold.mbps"),
+                                 ("f9.cold.read.mbps", "archive first read right after the cold first stat",
+                                  "f9.plain.warm.mbps")):
+            kv, bv = med(key), med(bkey)
+            tgt = "≥ 0.80" if key != "f9.cold.read.mbps" else "—"
+            row("9", label, kv, "MB/s", "plain file of the same size, direct", bv, tgt,
+                ok(kv is not None and bv and kv / bv >= 0.8) if tgt != "—" else None)
+        for key, label in (("f9.slim.src_auto", "plain source"), ("f9.slim.ccob_none", "CCOB source, archives none"),
+                           ("f9.slim.ccob_auto", "CCOB source, archives auto")):
+            v = one(key)
+            if v is not None:
+                rows.append(("9", f"view / source bytes (library + archive, du), {label}", f"{v:.3f}",
+                             "source library", "1", v, "—", None))
+        for key, label in (("f9.cold.vmhwm_kb", "cold cache dir"), ("f9.warm.vmhwm_kb", "warm cache dir")):
+            kb = med(key)
+            row("9", f"daemon VmHWM, CCOB source, auto, {label}", kb and kb / 1024, "MB", "limit 64 MB + cache",
+                320, "≤ 320 MB", ok(kb is not None and kb / 1024 <= 320))
+
     # ---- output
     def ratio_s(r, t="—"):
         # 3 decimals where a target decides, so rounding never hides why.

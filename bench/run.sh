@@ -41,7 +41,7 @@ RAW=$W/raw.tsv
 if [ $MODE = full ]; then
   LIB=librocsparse.so.0.1; LIBLINK=librocsparse.so.0
   LIBS="librocsparse.so.0.1:librocsparse.so.0 librocrand.so.1.1:librocrand.so.1"
-  PKGS="librocsparse0 librocrand1 fio"
+  PKGS="librocsparse0 librocrand1 fio zstd"
   DATA_MB=${BENCH_DATA_MB:-1024}
   R_MOUNT=10; R_FIRST=6; R_COLD=6; R_WARM=7; FIO_SECS=5; FIO_RAMP=1; R_FIO=3; R_DL=20; W_DL=3; R_CCOB=3
   BUSY_WAIT=${BENCH_BUSY_WAIT:-1500}
@@ -49,7 +49,7 @@ if [ $MODE = full ]; then
 else
   LIB=librocrand.so.1.1; LIBLINK=librocrand.so.1
   LIBS="librocrand.so.1.1:librocrand.so.1"
-  PKGS="librocrand1 fio"
+  PKGS="librocrand1 fio zstd"
   DATA_MB=${BENCH_DATA_MB:-16}
   R_MOUNT=3; R_FIRST=1; R_COLD=1; R_WARM=2; FIO_SECS=1; FIO_RAMP=0; R_FIO=1; R_DL=3; W_DL=1; R_CCOB=1
   BUSY_WAIT=${BENCH_BUSY_WAIT:-0}
@@ -116,9 +116,15 @@ mount_start() {
   mkdir -p "$m"
   is_mounted "$m" && unmount "$m"
   local -a c
+  # Figures 1-8 measure the daemon itself: no persistent cache directory (a
+  # warm one would answer from disk) and archives stored as `none`, unless the
+  # caller asks otherwise (figure 3's --materialize, figure 9).
+  local -a d=()
+  case " $* " in *" --cache-dir "*) ;; *) d+=(--cache-dir none) ;; esac
+  case " $* " in *" --archive-compression "*) ;; *) d+=(--archive-compression none) ;; esac
   case $kind in
-    k) c=("$K" mount "$src" "$m" --arch "$ARCH" -f "$@") ;;
-    kd) c=("$K" mount "$src" "$m" --arch "$ARCH" "$@") ;;
+    k) c=("$K" mount "$src" "$m" --arch "$ARCH" -f "${d[@]}" "$@") ;;
+    kd) c=("$K" mount "$src" "$m" --arch "$ARCH" "${d[@]}" "$@") ;;
     p) c=("$P" "$src" "$m" "$@") ;;
   esac
   : > "$out"
@@ -332,10 +338,10 @@ MSRC=$SRC mount_start k "$MK"; mount_start p "$MP"
 # A second kpackfs mount keeps local copies of synthesized files and serves
 # them through kernel passthrough once written (mount --materialize).
 MM=$MNT/m; rm -rf "$W/copies"
-MSRC=$SRC mount_start k "$MM" --materialize "$W/copies"
+MSRC=$SRC mount_start k "$MM" --materialize --cache-dir "$W/copies"
 for it in transformed archive; do cat "$(seq_path materialized $it)" > /dev/null; done
-for i in $(seq 200); do [ "$(ls "$W/copies" 2>/dev/null | grep -vc '^\.')" -ge 2 ] && break; sleep 0.1; done
-cmd "warm, materialized: kpackfs mount SRC MNT --arch $ARCH --materialize DIR; read each file once, wait for its copy, then as warm"
+for i in $(seq 200); do [ "$(find "$W/copies" -maxdepth 1 -name '*.data' 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.1; done
+cmd "warm, materialized: kpackfs mount SRC MNT --arch $ARCH --materialize --cache-dir DIR; read each file once, wait for its copy (DIR/*.data), then as warm"
 for it in transformed archive data; do
   for v in kpackfs materialized plainfs direct; do "$BT" read "$(seq_path $v $it)" "${ITEM_BYTES[$it]}" > /dev/null; done
   r0=$(kstat "$MK" reads)
@@ -433,12 +439,12 @@ if [ $MODE = full ]; then
   read -r s mb <<< "$(bval "(cold)" | tail -1)"; rec f6.bake.cold.secs "$s"; rec f6.bake.cold.rss_mb "$mb"
   read -r s mb <<< "$(bval "(warm)" | tail -1)"; rec f6.bake.warm.secs "$s"; rec f6.bake.warm.rss_mb "$mb"
 else
-  cmd "/usr/bin/time -f '%e %M' kpackfs bake src OUT --arch $ARCH -q   (cold and warm) and cp -r src OUT (same run)"
+  cmd "/usr/bin/time -f '%e %M' kpackfs bake src OUT --arch $ARCH --cache-dir none -q   (cold and warm) and cp -r src OUT (same run)"
   drop_caches; /usr/bin/time -f "%e %M" -o "$W/tmp/t" cp -r "$SRC" "$W/out-cp"; read -r s kb < "$W/tmp/t"; rec f6.cp.cold.secs "$s"; rm -rf "$W/out-cp"
   /usr/bin/time -f "%e %M" -o "$W/tmp/t" cp -r "$SRC" "$W/out-cp"; read -r s kb < "$W/tmp/t"; rec f6.cp.warm.secs "$s"; rm -rf "$W/out-cp"
-  drop_caches; /usr/bin/time -f "%e %M" -o "$W/tmp/t" "$K" bake "$SRC" "$W/out1" --arch "$ARCH" -q; read -r s kb < "$W/tmp/t"
+  drop_caches; /usr/bin/time -f "%e %M" -o "$W/tmp/t" "$K" bake "$SRC" "$W/out1" --arch "$ARCH" --cache-dir none -q; read -r s kb < "$W/tmp/t"
   rec f6.bake.cold.secs "$s"; rec f6.bake.cold.rss_mb "$(echo "$kb / 1024" | bc -l)"
-  /usr/bin/time -f "%e %M" -o "$W/tmp/t" "$K" bake "$SRC" "$W/out2" --arch "$ARCH" -q; read -r s kb < "$W/tmp/t"
+  /usr/bin/time -f "%e %M" -o "$W/tmp/t" "$K" bake "$SRC" "$W/out2" --arch "$ARCH" --cache-dir none -q; read -r s kb < "$W/tmp/t"
   rec f6.bake.warm.secs "$s"; rec f6.bake.warm.rss_mb "$(echo "$kb / 1024" | bc -l)"
   cmp "$W/out1/$KARC" "$W/out2/$KARC"; rm -rf "$W/out1" "$W/out2"
 fi
@@ -503,6 +509,84 @@ for i in $(seq "$R_CCOB"); do
     unmount "$m"
   done
 done
+
+# ---- 9. CCOB source, compressed archives and the cache directory ----------------------
+figure 9 "CCOB v3 source with --archive-compression auto: archive size, first stat/read with a cold and a warm cache dir, slim ratio, RSS"
+cmd "python3 bench/tools/frames.py src/lib/$LIB $ARCH   # the target's code objects from the uncompressed bundles, each through zstd -3 --no-check: the sum of level-3 frames, without kpackfs"
+cmd "kpackfs mount ccob MNT --arch $ARCH -f --archive-compression auto --cache-dir DIR   # DIR emptied first (cold cache dir) or as the previous mount left it (warm)"
+cmd "cold cache dir: bt stat MNT/$KARC (decode every bundle + compress + write DIR), bt read MNT/$KARC; warm cache dir: fresh mount, bt stat, bt read (page cache warm; and again after drop_caches: page cache cold); VmHWM of the daemon"
+cmd "baseline of the cold stat: kpackfs bake ccob OUT --arch $ARCH --archive-compression none --cache-dir none (decode every bundle, write the objects) + zstd -3 -T0 --no-check OUT/$KARC (compress them)"
+cmd "baseline of the first read: bt read of a plain file of the archive's size on local disk (page cache warm, and after drop_caches)"
+cmd "slim ratio: du -B1 (allocated bytes) of MNT/$KLIB + MNT/$KARC over du -B1 of the source library, for src and ccob, archives auto (and none for ccob)"
+python3 "$ROOT/bench/tools/frames.py" "$FAT" "$ARCH" > "$W/tmp/frames.txt"
+rec f9.frames.objects "$(field objects < "$W/tmp/frames.txt")"
+rec f9.frames.raw_bytes "$(field raw_bytes < "$W/tmp/frames.txt")"
+rec f9.frames.zstd3_bytes "$(field zstd3_bytes < "$W/tmp/frames.txt")"
+CD=$W/cachedir
+slim() { # TREE MNT: allocated bytes of the view's library + archives / the source library's
+  local v s
+  v=$(du -sB1 "$2/$KLIB" "$2/$KARC" | awk '{ t += $1 } END { print t }')
+  s=$(du -sB1 "$1/lib/$LIB" | cut -f1)
+  echo "$v / $s" | bc -l
+}
+MSRC=$SRC mount_start k "$MK" --archive-compression auto; rec f9.slim.src_auto "$(slim "$SRC" "$MK")"; unmount "$MK"
+MSRC=$CCOB mount_start k "$MC" --archive-compression none; rec f9.slim.ccob_none "$(slim "$CCOB" "$MC")"
+rec f9.size.none "$(fsize "$MC/$KARC")"; unmount "$MC"
+rm -rf "$CD"; MSRC=$CCOB mount_start k "$MC" --archive-compression auto --cache-dir "$CD"
+rec f9.slim.ccob_auto "$(slim "$CCOB" "$MC")"
+A9=$(fsize "$MC/$KARC"); rec f9.size.auto "$A9"
+toc=$("$K" inspect "$MC/$KARC" | sed -n 's/.*TOC at 0x\([0-9a-f]*\).*/\1/p' | head -1)
+rec f9.size.header_and_toc $(( 64 + A9 - 16#$toc ))
+same=1
+unmount "$MC"
+# Both loaders must resolve the auto archive to the uncompressed original's code objects.
+MSRC=$CCOB mount_start k "$MC" --archive-compression auto --cache-dir "$CD"
+rm -rf "$W/tmp/res.fat" "$W/tmp/res.auto"
+"$K" resolve "$FAT" --arch "$ARCH" --out "$W/tmp/res.fat" > /dev/null 2>&1 && \
+  "$K" resolve "$MC/$KLIB" --arch "$ARCH" --loader both --out "$W/tmp/res.auto" > /dev/null 2>&1 && \
+  diff -r -q "$W/tmp/res.fat" "$W/tmp/res.auto" > /dev/null || same=0
+rec f9.resolve.code_objects "$(ls "$W/tmp/res.auto" 2>/dev/null | wc -l)"
+rm -rf "$W/tmp/res.fat" "$W/tmp/res.auto"
+rec f9.resolve_identical "$same"
+unmount "$MC"
+PLAIN9=$W/plain9.bin
+head -c "$A9" /dev/urandom > "$PLAIN9"; cat "$PLAIN9" > /dev/null
+rm -rf "$W/out9"
+for i in $(seq "$R_CCOB"); do
+  # baseline: one decode of the bundles + the compression
+  /usr/bin/time -f "%e %M" -o "$W/tmp/t" "$K" bake "$CCOB" "$W/out9" --arch "$ARCH" --archive-compression none --cache-dir none -q
+  read -r s kb < "$W/tmp/t"; rec f9.baseline.decode.secs "$s"
+  /usr/bin/time -f "%e %M" -o "$W/tmp/t" zstd -3 -T0 --no-check -q -f "$W/out9/$KARC" -o "$W/tmp/none.zst"
+  read -r s kb < "$W/tmp/t"; rec f9.baseline.compress.secs "$s"
+  rm -rf "$W/out9" "$W/tmp/none.zst"
+  # cold cache dir
+  rm -rf "$CD"; MSRC=$CCOB mount_start k "$MC" --archive-compression auto --cache-dir "$CD"; pid=${DPID[$MC]}
+  rec f9.cold.stat.us "$("$BT" stat "$MC/$KARC" | field stat_us)"
+  rec f9.cold.read.mbps "$("$BT" read "$MC/$KARC" "$A9" | field mbps)"
+  rec f9.cold.vmhwm_kb "$(awk '/^VmHWM/ { print $2 }' "/proc/$pid/status")"
+  unmount "$MC"
+  # warm cache dir, page cache warm (the entry was just written)
+  MSRC=$CCOB mount_start k "$MC" --archive-compression auto --cache-dir "$CD"; pid=${DPID[$MC]}
+  rec f9.warm.stat.us "$("$BT" stat "$MC/$KARC" | field stat_us)"
+  for v in $(rotate "$i" kpackfs plain); do
+    case $v in
+      kpackfs) rec f9.warm.read.mbps "$("$BT" read "$MC/$KARC" "$A9" | field mbps)" ;;
+      plain) rec f9.plain.warm.mbps "$("$BT" read "$PLAIN9" "$A9" | field mbps)" ;;
+    esac
+  done
+  rec f9.warm.vmhwm_kb "$(awk '/^VmHWM/ { print $2 }' "/proc/$pid/status")"
+  unmount "$MC"
+  # warm cache dir, page cache cold
+  MSRC=$CCOB mount_start k "$MC" --archive-compression auto --cache-dir "$CD"
+  drop_caches
+  rec f9.warmcold.stat.us "$("$BT" stat "$MC/$KARC" | field stat_us)"
+  drop_caches
+  rec f9.warmcold.read.mbps "$("$BT" read "$MC/$KARC" "$A9" | field mbps)"
+  unmount "$MC"
+  drop_caches
+  rec f9.plain.cold.mbps "$("$BT" read "$PLAIN9" "$A9" | field mbps)"
+done
+rm -rf "$CD"
 
 # ---- report ----------------------------------------------------------------------------
 kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null || true; SAMPLER=
