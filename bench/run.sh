@@ -148,7 +148,8 @@ kstats() { # MNT: kpackfs counters, one "name value" per line
   python3 -c 'import os,sys; print(os.getxattr(sys.argv[1], "user.kpackfs.stats").decode().strip())' "$1"
 }
 kstat() { kstats "$1" | awk -v k="$2" '$1 == k { print $2 }'; }
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }   # CPU time of all threads
+# CPU time of all threads (a thread may end between the glob and the read: the daemon's short-lived ones)
+cpu_ns() { { cat /proc/"$1"/task/*/schedstat 2>/dev/null || true; } | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 cpu_since() { echo "($(cpu_ns "$1") - $2) / 1000000000" | bc -l; }                                      # PID NS0 -> seconds
 fsize() { stat -Lc %s "$1"; }
 rotate() { # N WORD...: the words rotated left by N (which variant goes first changes every repetition)
