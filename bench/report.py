@@ -6,6 +6,7 @@ medians of the samples of both). Times: ratio = kpackfs / baseline (below 1
 is faster). Throughputs: ratio = kpackfs / baseline (above 1 is faster).
 """
 import argparse
+import os
 import statistics
 from collections import OrderedDict
 
@@ -266,6 +267,10 @@ def main():
             out.append(open(a.analysis).read().rstrip() + "\n")
         except FileNotFoundError:
             pass
+    views = os.path.join(os.path.dirname(os.path.abspath(a.out)), "RESULTS-views.md")
+    if not smoke and os.path.exists(views):
+        out.append("## Operations: several views, soak (bench/views.sh, run separately; its own ratios)\n")
+        out.append(open(views).read().rstrip().replace("### ", "#### ") + "\n")
     out.append("## Commands\n")
     out.append("Paths: `src` = bench/work/MODE/src (hard links of the Debian libraries, a random data file), "
                "`MNT` = a mountpoint under bench/work/MODE/mnt, `bt` = bench/tools/bt.c (timing helper), "

@@ -11,6 +11,7 @@
 # Ratios are one daemon / three daemons in the same run. Also the soak
 # figures of `tests/tests/soak.rs` when SOAK_LOG names its output.
 # Needs root (mounts, drop_caches); installs its inputs with apt if missing.
+# Full runs also write bench/RESULTS-views.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODE=full; [ "${1:-}" = --smoke ] && MODE=smoke
@@ -22,8 +23,11 @@ LIBDIR=/usr/lib/x86_64-linux-gnu
 LIBS="librocrand.so.1.1"; [ $MODE = full ] && LIBS="$LIBS librocsparse.so.0.1"
 for l in $LIBS; do ln "$LIBDIR/$l" "$W/src/lib/$l" 2>/dev/null || cp "$LIBDIR/$l" "$W/src/lib/$l"; done
 REPS=3; [ $MODE = smoke ] && REPS=1
-(cd "$ROOT" && cargo build --release -q -p kpackfs)
-K=$ROOT/target/release/kpackfs
+# KPACKFS=/path/to/kpackfs measures that binary instead of building one.
+if [ -n "${KPACKFS:-}" ]; then K=$KPACKFS; else
+  (cd "$ROOT" && cargo build --release -q -p kpackfs)
+  K=$ROOT/target/release/kpackfs
+fi
 VIEWS=(gfx90a:xnack- gfx1030 gfx908:xnack-)
 declare -a PIDS=()
 cleanup() { for m in "$W"/mnt/*; do mountpoint -q "$m" 2>/dev/null && umount -l "$m"; done; for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; true; }
@@ -63,7 +67,7 @@ ratio() { echo "scale=2; $1 / $2" | bc -l; }
 {
   echo "### Three views: one daemon (--views) vs three daemons ($MODE, median of $REPS, load $(cut -d' ' -f1-3 /proc/loadavg))"
   echo
-  echo "Source: $(echo $LIBS | sed 's/ /, /') (Debian); views ${VIEWS[*]}; --cache-dir none; page cache dropped before each run."
+  echo "Source: $(echo $LIBS | sed 's/ /, /') (Debian); views ${VIEWS[*]}; --cache-dir none; page cache dropped before each run; kpackfs $("$K" --version | awk '{print $2}'), $(date -u '+%Y-%m-%d')."
   echo
   echo "| figure | one daemon | three daemons | one / three |"
   echo "|---|---|---|---|"
@@ -77,3 +81,5 @@ ratio() { echo "scale=2; $1 / $2" | bc -l; }
     grep "^soak " "$SOAK_LOG" | sed 's/^/    /'
   fi
 } | tee "$W/RESULTS.md"
+[ $MODE = full ] && cp "$W/RESULTS.md" "$ROOT/bench/RESULTS-views.md"
+true
