@@ -59,6 +59,16 @@ fn fat_section(f: &std::fs::File) -> Option<(u64, u64)> {
 /// Walks `root` (never following symlinks) and tallies targets; `rules`
 /// tell database files apart (the same table the view hides them by).
 pub fn archs(root: &Path, rules: &Rules) -> io::Result<ArchReport> {
+    archs_until(root, rules, &mut |_| false)
+}
+
+/// [`archs`], stopping as soon as `done` says the report so far answers
+/// the caller's question (asked after each fat binary). The mount's
+/// empty-selection check asks only "does any code object match?": on an
+/// install that carries the selected target it stops at the first binary
+/// that does, instead of reading (and, for compressed bundles, partly
+/// decoding) every binary of a many-gigabyte tree at each mount.
+pub fn archs_until(root: &Path, rules: &Rules, done: &mut dyn FnMut(&ArchReport) -> bool) -> io::Result<ArchReport> {
     let tree = SourceTree::open(root)?;
     let mut report = ArchReport::default();
     let mut stack = vec![PathBuf::new()];
@@ -99,6 +109,9 @@ pub fn archs(root: &Path, rules: &Rules) -> io::Result<ArchReport> {
                             u.binaries += 1;
                         }
                     }
+                    if done(&report) {
+                        return Ok(report);
+                    }
                 }
                 _ => {}
             }
@@ -113,6 +126,31 @@ mod tests {
 
     /// Database files are counted per target with the rule table, the
     /// operator's rules included.
+    /// A scan told to stop does so after the fat binary that answered it,
+    /// and only then.
+    #[test]
+    fn stops_when_told() {
+        let root = std::env::temp_dir().join(format!("kpackfs-archs-stop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test_assets/bin");
+        for f in ["libtwo.so", "libmulti.so", "libpage.so"] {
+            std::fs::copy(bin.join(f), root.join(f)).unwrap();
+        }
+        let full = archs(&root, Rules::builtin()).unwrap();
+        let mut asked = 0;
+        let first = archs_until(&root, Rules::builtin(), &mut |_| {
+            asked += 1;
+            true
+        })
+        .unwrap();
+        let never = archs_until(&root, Rules::builtin(), &mut |_| false).unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(full.fat_binaries, 3);
+        assert_eq!((first.fat_binaries, asked), (1, 1));
+        assert_eq!(never.targets, full.targets);
+    }
+
     #[test]
     fn counts_database_files_per_target() {
         let root = std::env::temp_dir().join(format!("kpackfs-archs-db-{}", std::process::id()));

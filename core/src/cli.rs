@@ -367,13 +367,13 @@ pub fn open_view(cfg: ViewConfig, args: &ViewArgs, policy: CopyPolicy) -> Result
 /// when something matches or the install has no device code at all.
 pub fn selection_warning(source: &Path, selection: &Selection) -> Option<String> {
     // Only code objects count here; database files are merely skipped.
-    let r = crate::archs::archs(source, Rules::builtin()).ok()?;
+    let matches = |t: &String, u: &crate::archs::TargetUse| u.code_objects > 0 && TargetId::parse(t).is_ok_and(|t| selection.selects(&t));
+    let r = crate::archs::archs_until(source, Rules::builtin(), &mut |r| r.targets.iter().any(|(t, u)| matches(t, u))).ok()?;
     let carried: Vec<&String> = r.targets.iter().filter(|(_, u)| u.code_objects > 0).map(|(t, _)| t).collect();
     if carried.is_empty() {
         return None;
     }
-    let matched = carried.iter().any(|t| TargetId::parse(t).is_ok_and(|t| selection.selects(&t)));
-    (!matched).then(|| {
+    (!r.targets.iter().any(|(t, u)| matches(t, u))).then(|| {
         let list: Vec<&str> = carried.iter().map(|t| t.as_str()).collect();
         format!("--arch {selection} matches no code object in {}; it carries: {}", source.display(), list.join(", "))
     })
