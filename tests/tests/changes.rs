@@ -119,7 +119,7 @@ fn a_file_swapped_continuously_is_never_served_as_a_mix() {
         std::thread::spawn(move || {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let from = if i % 2 == 0 { "libmulti.so" } else { "libtwo.so" };
+                let from = if i.is_multiple_of(2) { "libmulti.so" } else { "libtwo.so" };
                 let tmp = root.join(format!("lib/.tmp{i}"));
                 fs::copy(assets().join("bin").join(from), &tmp).unwrap();
                 fs::rename(&tmp, root.join("lib/flip.so")).unwrap();

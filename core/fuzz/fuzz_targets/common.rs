@@ -4,6 +4,9 @@ use kpackfs_core::layout::{Layout, Piece, Uncached};
 /// Checks a planned layout against its input: the served length is the sum
 /// of the extents (what `stat` reports), source extents lie inside the
 /// input, and reading any range works and agrees with the whole.
+// `&Vec<u8>`, not `&[u8]`: the layout reads through `dyn ReadAt`, which
+// `Vec<u8>` implements and an unsized slice cannot be cast to.
+#[allow(clippy::ptr_arg)]
 pub fn check_layout(layout: &Layout, input: &Vec<u8>) {
     let mut pos = 0u64;
     for e in layout.extents() {

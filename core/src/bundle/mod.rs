@@ -156,6 +156,9 @@ impl Chunk {
             Chunk::Plain { at, .. } | Chunk::Compressed { at, .. } => *at,
         }
     }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     pub fn len(&self) -> u64 {
         match self {
             Chunk::Plain { bundle, .. } => bundle.len,
@@ -241,6 +244,9 @@ pub enum ObjectLocation {
 }
 
 impl ObjectLocation {
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     pub fn len(&self) -> u64 {
         match self {
             ObjectLocation::Range { len, .. } | ObjectLocation::InCcob { len, .. } => *len,
@@ -263,7 +269,8 @@ pub struct CodeObject {
 /// holds several bundles, which requires a full decode).
 pub fn chunk_objects(src: &dyn ReadAt, chunk: &Chunk, chunk_index: usize) -> Result<Vec<CodeObject>, BundleError> {
     // (bundle offset, bundle) pairs and where a payload at `offset` lives.
-    let (bundles, locate): (Vec<(u64, Bundle)>, Box<dyn Fn(u64, u64) -> ObjectLocation>) = match chunk {
+    type Locate = Box<dyn Fn(u64, u64) -> ObjectLocation>;
+    let (bundles, locate): (Vec<(u64, Bundle)>, Locate) = match chunk {
         Chunk::Plain { at, bundle } => (vec![(*at, bundle.clone())], Box::new(|offset, len| ObjectLocation::Range { offset, len })),
         Chunk::Compressed { at, len, header } => {
             let (ccob_at, ccob_len, header) = (*at, *len, header.clone());

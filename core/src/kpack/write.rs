@@ -23,6 +23,9 @@ pub enum BlobData {
 }
 
 impl BlobData {
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     pub fn len(&self) -> u64 {
         match self {
             BlobData::Source { len, .. } | BlobData::Decoded { len, .. } => *len,

@@ -78,6 +78,10 @@ fn node_id(n: &Node) -> Option<SourceId> {
     }
 }
 
+/// Plans by source identity and path, each computed once by whichever
+/// request comes first (the others wait on the `OnceLock`).
+type Analyses = DashMap<(SourceId, PathBuf), Arc<OnceLock<Analysis>>>;
+
 /// The view over one source tree for one selection.
 ///
 /// Several views of one source (`mount --views`) share what does not
@@ -87,7 +91,7 @@ pub struct View {
     cfg: ViewConfig,
     tree: Arc<SourceTree>,
     inodes: Inodes,
-    analyses: Arc<DashMap<(SourceId, PathBuf), Arc<OnceLock<Analysis>>>>,
+    analyses: Arc<Analyses>,
     /// Last identity seen per path, to drop plans of replaced files.
     current: Arc<DashMap<PathBuf, SourceId>>,
     probes: Arc<DashMap<SourceId, bool>>,
