@@ -136,11 +136,14 @@ fn the_cache_dir_is_reused_by_remounts_and_bake() {
     assert_eq!(made.len(), 1, "{made:?}");
     let mode = fs::metadata(&dir).unwrap().mode() & 0o777;
     assert_eq!(mode, 0o700, "cache dir not private");
-    // A fresh mount finds it: the first stat is a lookup, nothing recomputed.
+    // A fresh mount finds it: the first stat is a lookup of the entry's
+    // meta, nothing recomputed and the binary not even planned (no reads
+    // of its headers: after a reboot those would be disk reads).
     let m = Mount::new(Some(src.path()), "gfx90a", &opts);
     assert_eq!(fs::metadata(m.path(ARCHIVE)).unwrap().len(), want.len() as u64);
     let s = stats(&m.mnt);
     assert_eq!(stat_value(&s, "disk_misses"), 0, "{s}");
+    assert_eq!(stat_value(&s, "plans_built"), 0, "{s}");
     assert!(fs::read(m.path(ARCHIVE)).unwrap() == want);
     // And so does bake, and a second daemon on the same directory.
     let b = bake(src.path(), "gfx90a", &opts);

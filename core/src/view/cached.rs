@@ -111,11 +111,19 @@ impl Caches {
     }
 
     /// A compressed archive already in the disk cache, verified (once per
-    /// process) before its size is announced — so `stat` of a cached
-    /// archive needs neither the binary's bundle headers nor a decode, and
-    /// its first read goes straight to the kernel.
+    /// process) against its checksum: what `open` serves.
     pub fn cached_archive(&self, key: &Key) -> Option<Data> {
         self.disk.as_ref()?.get(key)
+    }
+
+    /// The length of a compressed archive in the disk cache, from its meta
+    /// alone: what `stat` announces. Neither the binary (its headers, its
+    /// bundles) nor the entry's bytes are read, so the first `stat` after a
+    /// reboot costs a few metadata reads. Announcing the length before the
+    /// checksum is verified is safe because archives are deterministic: an
+    /// entry found damaged at `open` is rebuilt to the same length.
+    pub fn cached_archive_len(&self, key: &Key) -> Option<u64> {
+        self.disk.as_ref()?.len_of(key)
     }
 
     /// The bytes of a compressed archive, from the cache or computed.

@@ -33,7 +33,7 @@ pub use cached::CopyPolicy;
 pub use open::OpenFile;
 pub use types::{Attr, DirEntry, DiskSnapshot, Error, NodeType, Origin, Result, Stats, StatsSnapshot, ViewConfig};
 
-use crate::data_cache::{Data, DiskCache};
+use crate::data_cache::DiskCache;
 use crate::layout::Layout;
 use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree};
 use crate::target::TargetId;
@@ -59,7 +59,9 @@ enum Node {
     Transformed(SourceStat, Arc<FatBinary>),
     Archive(SourceStat, Arc<FatBinary>, Arc<ArchivePlan>),
     /// A compressed archive found in the disk cache (no plan needed).
-    CachedArchive(SourceStat, Arc<FatBinary>, Data),
+    /// A compressed archive known from the disk cache alone: the binary's
+    /// stat, its file name (the archive group), the archive's length.
+    CachedArchive(SourceStat, String, u64),
 }
 
 /// A cached directory listing.
@@ -290,7 +292,7 @@ impl View {
         let name_s = name.to_string_lossy();
         if parent.file_name() == Some(OsStr::new(KPACK_DIR)) && name_s.ends_with(".kpack") {
             let bin_dir = parent.parent().unwrap_or(Path::new(""));
-            if let Some(n) = self.synth_archive(bin_dir, &name_s)? {
+            if let Some(n) = self.synth_archive(bin_dir, &name_s, true)? {
                 return Ok(n);
             }
         }
@@ -340,8 +342,8 @@ impl View {
                 a.nlink = 1;
                 a
             }
-            Node::CachedArchive(st, _, d) => {
-                let mut a = from(st, NodeType::File, Origin::Archive, d.len());
+            Node::CachedArchive(st, _, len) => {
+                let mut a = from(st, NodeType::File, Origin::Archive, *len);
                 a.nlink = 1;
                 a
             }
@@ -517,9 +519,23 @@ impl View {
         Err(Error::Changed(rel.display().to_string()))
     }
 
-    fn open_node(&self, rel: &Path, node: Node, ino: u64) -> Result<OpenFile> {
+    fn open_node(&self, rel: &Path, mut node: Node, ino: u64) -> Result<OpenFile> {
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
         let attr = self.attr(ino, &node);
+        let mut cached = None;
+        if let Node::CachedArchive(st, _, len) = &node {
+            let key = Caches::key(self.tree.root(), rel, &st.id(), &self.cfg, "archive");
+            match self.caches.cached_archive(&key) {
+                Some(d) if d.len() == *len => cached = Some(d),
+                _ => {
+                    // Evicted or found damaged since the lookup: plan the
+                    // archive from the binary and rebuild it (same length).
+                    let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
+                    let name = rel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    node = self.synth_archive(dir, &name, false)?.ok_or_else(|| Error::Changed(rel.display().to_string()))?;
+                }
+            }
+        }
         let (bin_rel, content, want): (PathBuf, Content, SourceId) = match node {
             Node::Dir(_) | Node::KpackDir { .. } => return Err(Error::IsDir),
             Node::Symlink(_) => return Err(Error::NotFound),
@@ -529,9 +545,10 @@ impl View {
                 let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
                 (dir.join(&fb.group), Content::Archive(ap), st.id())
             }
-            Node::CachedArchive(st, fb, d) => {
+            Node::CachedArchive(st, group, _) => {
                 let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
-                (dir.join(&fb.group), Content::Compressed(d), st.id())
+                let d = cached.ok_or_else(|| Error::Changed(rel.display().to_string()))?;
+                (dir.join(group), Content::Compressed(d), st.id())
             }
         };
         let (file, fst) = self.tree.open_file(&bin_rel)?;

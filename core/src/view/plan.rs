@@ -160,8 +160,10 @@ impl View {
         })
     }
 
-    /// The synthesized archive `name` in `bin_dir/.kpack`, if any.
-    pub(super) fn synth_archive(&self, bin_dir: &Path, name: &str) -> Result<Option<Node>> {
+    /// The synthesized archive `name` in `bin_dir/.kpack`, if any; with
+    /// `from_cache`, a compressed archive the disk cache holds is answered
+    /// from the cache's metadata alone (see [`Caches::cached_archive_len`]).
+    pub(super) fn synth_archive(&self, bin_dir: &Path, name: &str, from_cache: bool) -> Result<Option<Node>> {
         let Some((group, _)) = name.strip_suffix(".kpack").and_then(|s| s.rsplit_once('_')) else { return Ok(None) };
         let bin = bin_dir.join(group);
         // A binary replaced between its stat and its planning is looked at
@@ -171,6 +173,16 @@ impl View {
                 Ok(st) if st.kind == SourceKind::File => st,
                 _ => return Ok(None),
             };
+            // An entry exists only for a name this configuration produced
+            // from this very version of the binary (the key holds the
+            // source identity, the path and the configuration), so the
+            // binary need not be planned to answer for it.
+            if from_cache && self.cfg.compression != ArchiveCompression::None && !self.hidden(&bin) {
+                let key = Caches::key(self.tree.root(), &bin_dir.join(KPACK_DIR).join(name), &st.id(), &self.cfg, "archive");
+                if let Some(len) = self.caches.cached_archive_len(&key) {
+                    return Ok(Some(Node::CachedArchive(st, group.to_string(), len)));
+                }
+            }
             let (fst, fb) = match self.file_node(&bin, st) {
                 Ok(Node::Transformed(fst, fb)) => (fst, fb),
                 Ok(_) | Err(Error::NotFound) => return Ok(None),
@@ -178,14 +190,6 @@ impl View {
                 Err(e) => return Err(e),
             };
             let key = Caches::key(self.tree.root(), &bin_dir.join(KPACK_DIR).join(name), &fst.id(), &self.cfg, "archive");
-            // A compressed archive already in the disk cache is answered
-            // from the cache alone, before the binary's bundle headers (one
-            // decode per compressed bundle) are ever read.
-            if !fb.objects_ready() && self.cfg.compression != ArchiveCompression::None {
-                if let Some(d) = self.caches.cached_archive(&key) {
-                    return Ok(Some(Node::CachedArchive(fst, fb, d)));
-                }
-            }
             let ap = match self.archives(&bin, &fb) {
                 Ok(archives) => match archives.by_name.get(name) {
                     Some(ap) => ap.clone(),
