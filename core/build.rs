@@ -22,8 +22,14 @@ fn walk(root: &Path, rel: &Path, out: &mut Vec<(PathBuf, fs::Metadata)>) {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test_assets/demo-install");
+    // The manifest directory as cargo passes it to this run, not as it was
+    // when the script was compiled (`env!`): cargo reuses a compiled build
+    // script for a checkout at another path (CI's clone shares target/),
+    // and a baked-in path to a deleted clone packed an empty demo.
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = manifest.join("../test_assets/demo-install");
     println!("cargo:rerun-if-changed={}", root.display());
+    assert!(root.join("lib").is_dir(), "{}: the demo install is missing", root.display());
     let mut items = Vec::new();
     walk(&root, Path::new(""), &mut items);
     let mut blob = Vec::new();
