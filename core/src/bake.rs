@@ -7,14 +7,13 @@
 //! from the data cache, where `mount` and earlier bakes may have left them.
 
 use std::ffi::OsString;
-use std::fs::{self, File, FileTimes, OpenOptions};
+use std::fs::{self, FileTimes, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use thiserror::Error;
 
-use crate::source::Time;
+use crate::copy::{open_dir, set_link_times, set_perm, systime};
 use crate::view::{self, NodeType, Origin, View, ROOT_INO};
 
 #[derive(Debug, Error)]
@@ -44,13 +43,6 @@ pub struct Progress<'a> {
     pub current: &'a Path,
 }
 
-fn systime(t: Time) -> SystemTime {
-    if t.sec >= 0 {
-        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
-    } else {
-        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs())
-    }
-}
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> BakeError + '_ {
     move |err| BakeError::Io { path: path.to_path_buf(), err }
@@ -58,19 +50,6 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> BakeError + '_ {
 
 fn view_err(path: &Path) -> impl FnOnce(view::Error) -> BakeError + '_ {
     move |err| BakeError::View { path: path.to_path_buf(), err }
-}
-
-#[cfg(unix)]
-fn set_perm(p: &Path, perm: u32) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(p, fs::Permissions::from_mode(perm))
-}
-
-#[cfg(not(unix))]
-fn set_perm(p: &Path, perm: u32) -> io::Result<()> {
-    let mut perms = fs::metadata(p)?.permissions();
-    perms.set_readonly(perm & 0o222 == 0);
-    fs::set_permissions(p, perms)
 }
 
 #[cfg(unix)]
@@ -120,33 +99,6 @@ fn check_name(name: &std::ffi::OsStr) -> io::Result<()> {
 
 #[cfg(not(windows))]
 fn check_name(_name: &std::ffi::OsStr) -> io::Result<()> {
-    Ok(())
-}
-
-/// Opens a directory so its times can be set (Windows needs backup
-/// semantics and the right to write attributes for that).
-#[cfg(windows)]
-fn open_dir(p: &Path) -> io::Result<File> {
-    use std::os::windows::fs::OpenOptionsExt;
-    // FILE_WRITE_ATTRIBUTES; FILE_FLAG_BACKUP_SEMANTICS
-    OpenOptions::new().access_mode(0x0100).custom_flags(0x0200_0000).open(p)
-}
-
-#[cfg(not(windows))]
-fn open_dir(p: &Path) -> io::Result<File> {
-    File::open(p)
-}
-
-#[cfg(unix)]
-fn set_link_times(p: &Path, a: Time, m: Time) -> io::Result<()> {
-    use rustix::fs::{AtFlags, Timespec, Timestamps, CWD};
-    let ts = |t: Time| Timespec { tv_sec: t.sec, tv_nsec: t.nsec as _ };
-    rustix::fs::utimensat(CWD, p, &Timestamps { last_access: ts(a), last_modification: ts(m) }, AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn set_link_times(_p: &Path, _a: Time, _m: Time) -> io::Result<()> {
     Ok(())
 }
 

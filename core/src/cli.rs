@@ -67,10 +67,18 @@ pub enum CommonCommand {
     /// Copy a fat binary with its offload bundles CCOB-compressed in place
     /// (test and benchmark data).
     Recompress(RecompressArgs),
+    /// Split a build artifact into a generic artifact (host code with
+    /// markers) and one artifact per GPU processor (archives, database files).
+    Split(SplitArgs),
+    /// Check split, recombined or installed output: manifests, archives,
+    /// contamination, and that every wrapper resolves for every target.
+    Verify(VerifyArgs),
+    /// Merge split shards built for different targets into package groups.
+    Recombine(RecombineArgs),
 }
 
 /// Subcommand names, for recognising the `mount.fuse` helper form.
-pub const SUBCOMMANDS: &[&str] = &["mount", "bake", "inspect", "archs", "resolve", "recompress", "generate", "help", "__unmount-watchdog"];
+pub const SUBCOMMANDS: &[&str] = &["mount", "bake", "inspect", "archs", "resolve", "recompress", "split", "verify", "recombine", "split-wheel", "generate", "help", "__unmount-watchdog"];
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Naming {
@@ -232,6 +240,73 @@ pub struct RecompressArgs {
     pub method: String,
     #[arg(long, default_value_t = 3)]
     pub level: i32,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SplitCompression {
+    /// Scheme `none`.
+    None,
+    /// Scheme `zstd-per-kernel`, level 3 (what the newest upstream splitter writes).
+    Zstd,
+    /// `zstd` for objects from compressed (CCOB) bundles, else `none`.
+    Auto,
+}
+
+#[derive(Debug, Args)]
+pub struct SplitArgs {
+    /// The artifact: a directory with `artifact_manifest.txt` listing its
+    /// prefixes, or one install prefix.
+    pub input: PathBuf,
+    /// Where `<component>_generic/` and `<component>_<processor>/` go.
+    pub output: PathBuf,
+    /// Component name: names the artifacts, the archives and their group.
+    #[arg(long, short = 'c')]
+    pub component: String,
+    /// Keep only these targets (e.g. `gfx90a,gfx1100`; a processor keeps
+    /// its feature variants); others, such as a build system's fallback
+    /// target, are dropped. Default: every target found.
+    #[arg(long, value_name = "TARGET[,TARGET…]")]
+    pub targets: Option<String>,
+    #[arg(long, value_enum, default_value_t = SplitCompression::Zstd)]
+    pub archive_compression: SplitCompression,
+    /// How archives are named [default: target on Linux, processor on Windows].
+    #[arg(long, value_enum)]
+    pub archive_names: Option<Naming>,
+    /// Worker threads [default: all cores].
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// No progress on stderr (it is off anyway when stderr is not a terminal).
+    #[arg(short, long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub db: DbRuleArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// An artifact, a directory of artifacts (split or recombine output),
+    /// or an installed tree.
+    pub dir: PathBuf,
+    /// The fat input the output was made from: each wrapper must resolve
+    /// to the code object the fat original's runtime would pick.
+    #[arg(long, value_name = "FAT_DIR")]
+    pub against: Option<PathBuf>,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub db: DbRuleArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RecombineArgs {
+    /// Directory of shards: each a split output (`<component>_generic/`,
+    /// `<component>_<processor>/`), or artifacts side by side.
+    pub shards: PathBuf,
+    pub output: PathBuf,
+    /// JSON: {"groups": {"<group>": ["gfx90a", "gfx942"], …}}.
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
 }
 
 /// `256M`, `1G`, `4096`, `64k` → bytes.
@@ -539,6 +614,132 @@ fn recompress(a: RecompressArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Worker threads: the user's count, else every core.
+fn jobs(j: Option<usize>) -> usize {
+    j.filter(|n| *n > 0).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Runs `work` while a progress bar on stderr follows `p` (only when
+/// stderr is a terminal and not `quiet`).
+fn with_progress<T>(what: &str, quiet: bool, p: &crate::split::Progress, work: impl FnOnce() -> T) -> T {
+    use std::io::IsTerminal;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if quiet || !std::io::stderr().is_terminal() {
+        return work();
+    }
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                let (d, t) = (p.bytes_done.load(Ordering::Relaxed), p.bytes_total.load(Ordering::Relaxed));
+                let line = if t == 0 {
+                    format!("{what}: scanning…")
+                } else {
+                    let frac = (d as f64 / t as f64).min(1.0);
+                    let bar: String = (0..30).map(|i| if (i as f64) < frac * 30.0 { '#' } else { '.' }).collect();
+                    format!("{what}: [{bar}] {:>3.0}% {} / {}", frac * 100.0, human(d), human(t))
+                };
+                eprint!("{}", status_line(&line));
+                let _ = std::io::stderr().flush();
+            }
+            eprint!("{}\r", status_line(""));
+        });
+        let r = work();
+        done.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
+fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Failure> {
+    let targets = a.targets.as_deref().map(|t| Selection::parse(&expand_auto(t)?).map_err(|e| Failure::usage(format!("--targets {t:?}: {e}")))).transpose()?;
+    let cfg = crate::split::SplitConfig {
+        component: a.component.clone(),
+        targets,
+        naming: a.archive_names.unwrap_or(default_naming).into(),
+        compression: match a.archive_compression {
+            SplitCompression::None => ArchiveCompression::None,
+            SplitCompression::Zstd => ArchiveCompression::Zstd,
+            SplitCompression::Auto => ArchiveCompression::Auto,
+        },
+        rules: Arc::new(a.db.rules()?),
+        jobs: jobs(a.jobs),
+    };
+    let start = Instant::now();
+    let progress = crate::split::Progress::default();
+    let r = with_progress("splitting", a.quiet, &progress, || crate::split::split(&a.input, &a.output, &cfg, &progress)).map_err(|e| match e {
+        crate::split::SplitError::Usage(m) => Failure::usage(m),
+        other => Failure::runtime(other.to_string()),
+    })?;
+    for (bin, why) in &r.refused {
+        log::warn!("{bin}: fat binary copied unchanged: {why}");
+    }
+    if !r.dropped_targets.is_empty() {
+        eprintln!("dropped targets not selected: {}", r.dropped_targets.join(", "));
+    }
+    if r.artifacts.len() == 1 {
+        eprintln!("{}: nothing target-specific (no fat binary, no database file); only the generic artifact was written", a.component);
+    }
+    let mut text = String::new();
+    use std::fmt::Write as _;
+    for art in &r.artifacts {
+        let _ = writeln!(text, "{:<40} {:>7} files {:>12}", art.name, art.files, human(art.bytes));
+    }
+    emit(&text)?;
+    eprintln!(
+        "split {} in {:.2}s: {} binaries transformed, {} archives, {} database files routed",
+        a.input.display(),
+        start.elapsed().as_secs_f64(),
+        r.transformed,
+        r.archives.len(),
+        r.db_files
+    );
+    Ok(())
+}
+
+fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
+    let rules = a.db.rules()?;
+    let r = crate::split::verify::verify(&a.dir, a.against.as_deref(), &rules).map_err(|e| match e {
+        crate::split::SplitError::Usage(m) => Failure::usage(m),
+        other => Failure::runtime(other.to_string()),
+    })?;
+    if a.json {
+        let problems: Vec<serde_json::Value> = r.problems.iter().map(|p| serde_json::json!({"check": p.check, "path": p.path, "message": p.message})).collect();
+        let v = serde_json::json!({
+            "ok": r.ok(), "artifacts": r.artifacts, "binaries": r.binaries, "archives": r.archives,
+            "targets": r.targets, "resolved": r.resolved, "problems": problems,
+        });
+        emit(&format!("{v}\n"))?;
+    } else {
+        let mut text = String::new();
+        for p in &r.problems {
+            text.push_str(&format!("{}: {}: {}\n", p.check, p.path, p.message));
+        }
+        text.push_str(&r.summary());
+        text.push('\n');
+        emit(&text)?;
+    }
+    if r.ok() {
+        Ok(())
+    } else {
+        Err(Failure::runtime(format!("{} problem(s)", r.problems.len())))
+    }
+}
+
+fn recombine_cmd(a: RecombineArgs) -> Result<(), Failure> {
+    let r = crate::split::recombine::recombine(&a.shards, &a.output, &a.config).map_err(|e| match e {
+        crate::split::SplitError::Usage(m) => Failure::usage(m),
+        other => Failure::runtime(other.to_string()),
+    })?;
+    let mut text = String::new();
+    for (name, files) in &r.artifacts {
+        text.push_str(&format!("{name:<40} {files:>7} files\n"));
+    }
+    emit(&text)?;
+    eprintln!("recombined {} shard(s) into {} artifact(s)", r.shards, r.artifacts.len());
+    Ok(())
+}
+
 /// Runs one of the commands every platform shares; `default_naming` is how
 /// the platform names archives unless `--archive-names` says otherwise.
 pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Failure> {
@@ -548,6 +749,9 @@ pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Fail
         CommonCommand::Archs { source, machine, db } => archs(source.as_deref(), machine, &db),
         CommonCommand::Resolve(r) => resolve_cmd(r),
         CommonCommand::Recompress(r) => recompress(r),
+        CommonCommand::Split(a) => split_cmd(a, default_naming),
+        CommonCommand::Verify(a) => verify_cmd(a),
+        CommonCommand::Recombine(a) => recombine_cmd(a),
     }
 }
 

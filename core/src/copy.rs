@@ -6,8 +6,12 @@
 //! through memory, 1 MiB at a time — so writing a 1.3 GB library for one
 //! target costs a few megabytes.
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{self, Write};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::source::Time;
 
 use crate::layout::{Layout, Piece};
 
@@ -112,3 +116,54 @@ pub fn copy_to(src: &File, len: u64, out: &mut dyn Write) -> io::Result<()> {
     }
     Ok(())
 }
+
+// File attributes, shared by bake and the packager's split.
+
+pub fn systime(t: Time) -> SystemTime {
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs())
+    }
+}
+
+#[cfg(unix)]
+pub fn set_perm(p: &Path, perm: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p, fs::Permissions::from_mode(perm))
+}
+
+#[cfg(not(unix))]
+pub fn set_perm(p: &Path, perm: u32) -> io::Result<()> {
+    let mut perms = fs::metadata(p)?.permissions();
+    perms.set_readonly(perm & 0o222 == 0);
+    fs::set_permissions(p, perms)
+}
+
+/// Opens a directory so its times can be set (Windows needs backup
+/// semantics and the right to write attributes for that).
+#[cfg(windows)]
+pub fn open_dir(p: &Path) -> io::Result<File> {
+    use std::os::windows::fs::OpenOptionsExt;
+    // FILE_WRITE_ATTRIBUTES; FILE_FLAG_BACKUP_SEMANTICS
+    fs::OpenOptions::new().access_mode(0x0100).custom_flags(0x0200_0000).open(p)
+}
+
+#[cfg(not(windows))]
+pub fn open_dir(p: &Path) -> io::Result<File> {
+    File::open(p)
+}
+
+#[cfg(unix)]
+pub fn set_link_times(p: &Path, a: Time, m: Time) -> io::Result<()> {
+    use rustix::fs::{AtFlags, Timespec, Timestamps, CWD};
+    let ts = |t: Time| Timespec { tv_sec: t.sec, tv_nsec: t.nsec as _ };
+    rustix::fs::utimensat(CWD, p, &Timestamps { last_access: ts(a), last_modification: ts(m) }, AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(())
+}
+
+#[cfg(not(unix))]
+pub fn set_link_times(_p: &Path, _a: Time, _m: Time) -> io::Result<()> {
+    Ok(())
+}
+

@@ -32,5 +32,6 @@ pub mod resolve;
 pub mod archs;
 pub mod demo;
 pub mod recompress;
+pub mod split;
 #[cfg(feature = "cli")]
 pub mod cli;

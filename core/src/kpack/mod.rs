@@ -13,7 +13,7 @@ mod write;
 use thiserror::Error;
 
 pub use read::{Archive, FrameTable};
-pub use write::{encode_toc, ArchiveSpec, BlobData, EntrySpec};
+pub use write::{compress_frame, encode_toc, ArchiveSpec, BlobData, EntrySpec};
 
 use crate::msgpack::Value;
 

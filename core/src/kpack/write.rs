@@ -110,18 +110,36 @@ impl ArchiveSpec {
         }
     }
 
-    /// Scheme `none` as a lazy layout: header, code-object extents back to
-    /// back, TOC.
-    pub fn layout_none(&self) -> Layout {
+    /// Scheme `none` in parts, for writers that place the code objects
+    /// themselves (the packager's split, whose objects come from many
+    /// files): the header, each ordinal's (offset, size), and the TOC,
+    /// which starts where the last object ends.
+    pub fn none_parts(&self) -> ([u8; HEADER_LEN as usize], Vec<(u64, u64)>, Vec<u8>) {
         let mut blobs = Vec::with_capacity(self.blobs.len());
         let mut pos = HEADER_LEN;
         for b in &self.blobs {
             blobs.push((pos, b.len()));
             pos += b.len();
         }
-        let toc = encode_toc(&self.toc_with(Scheme::None { blobs }));
+        let toc = encode_toc(&self.toc_with(Scheme::None { blobs: blobs.clone() }));
+        (header(pos), blobs, toc)
+    }
+
+    /// Scheme `zstd-per-kernel` in parts, once the frames are known by
+    /// their lengths (ordinal order): the header and the TOC. The region
+    /// in between is `num_kernels` then each frame with its length.
+    pub fn zstd_parts(&self, frame_lens: &[u64]) -> ([u8; HEADER_LEN as usize], Vec<u8>) {
+        let region: u64 = 4 + frame_lens.iter().map(|n| 4 + n).sum::<u64>();
+        let toc = encode_toc(&self.toc_with(Scheme::Zstd { offset: HEADER_LEN, size: region }));
+        (header(HEADER_LEN + region), toc)
+    }
+
+    /// Scheme `none` as a lazy layout: header, code-object extents back to
+    /// back, TOC.
+    pub fn layout_none(&self) -> Layout {
+        let (head, _, toc) = self.none_parts();
         let mut l = Layout::new();
-        l.push_bytes(header(pos).to_vec());
+        l.push_bytes(head.to_vec());
         for b in &self.blobs {
             b.push_to(&mut l);
         }
@@ -132,10 +150,10 @@ impl ArchiveSpec {
     /// Scheme `zstd-per-kernel` from already-compressed frames (one per
     /// blob, in ordinal order).
     pub fn bytes_zstd_frames(&self, frames: &[Vec<u8>]) -> Vec<u8> {
-        let region: u64 = 4 + frames.iter().map(|f| 4 + f.len() as u64).sum::<u64>();
-        let toc = encode_toc(&self.toc_with(Scheme::Zstd { offset: HEADER_LEN, size: region }));
-        let mut out = Vec::with_capacity((HEADER_LEN + region) as usize + toc.len());
-        out.extend_from_slice(&header(HEADER_LEN + region));
+        let lens: Vec<u64> = frames.iter().map(|f| f.len() as u64).collect();
+        let (head, toc) = self.zstd_parts(&lens);
+        let mut out = Vec::with_capacity(head.len() + lens.iter().map(|n| 4 + n).sum::<u64>() as usize + 4 + toc.len());
+        out.extend_from_slice(&head);
         out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
         for f in frames {
             out.extend_from_slice(&(f.len() as u32).to_le_bytes());
@@ -195,12 +213,18 @@ impl ArchiveSpec {
 /// One code object as one zstd frame (content size in the header, no
 /// checksum: the runtime checks the exact decoded size instead).
 fn compress_one(b: &BlobData, src: &dyn ReadAt, store: &dyn BlobStore, level: i32) -> Result<Vec<u8>, KpackError> {
-    let cfg = |e: std::io::Error| KpackError::Decompress(e.to_string());
     let data = b.read(src, store).map_err(|e| KpackError::Io(std::io::Error::other(e.to_string())))?;
+    compress_frame(&data, level)
+}
+
+/// One code object as the reference writes its frame: the content size in
+/// the frame header, no checksum.
+pub fn compress_frame(data: &[u8], level: i32) -> Result<Vec<u8>, KpackError> {
+    let cfg = |e: std::io::Error| KpackError::Decompress(e.to_string());
     let mut c = zstd::bulk::Compressor::new(level).map_err(cfg)?;
     c.include_contentsize(true).map_err(cfg)?;
     c.include_checksum(false).map_err(cfg)?;
-    c.compress(&data).map_err(cfg)
+    c.compress(data).map_err(cfg)
 }
 
 fn header(toc_offset: u64) -> [u8; HEADER_LEN as usize] {

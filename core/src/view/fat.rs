@@ -164,6 +164,14 @@ impl FatBinary {
             return Err(NotTransformed::Refused(format!("file name too long for its archives ({} bytes)", group.len())));
         }
         let marker = Marker::for_group(&group, 0, rel);
+        Self::analyze_marked(src, id, &group, marker)
+    }
+
+    /// Plans the transform of a binary with a given marker and group, for
+    /// the packager's split, where one group (the component) spans many
+    /// binaries and the archives sit at the install root rather than beside
+    /// each binary. Any refusal means "copy unchanged".
+    pub fn analyze_marked(src: &dyn ReadAt, id: SourceId, group: &str, marker: Marker) -> Result<FatBinary, NotTransformed> {
         let plan = host::plan(src, &marker.encode())?;
         if plan.wrappers.iter().all(|w| w.already_kpacked) {
             return Err(NotTransformed::Plain);
@@ -171,7 +179,17 @@ impl FatBinary {
         if let Some(w) = plan.wrappers.iter().find(|w| !w.already_kpacked && w.fatbin_offset.is_none()) {
             return Err(NotTransformed::Refused(format!("wrapper {} does not point into the fat section", w.index)));
         }
-        Ok(FatBinary { id, group, marker, plan, objects: OnceLock::new(), archives: Default::default() })
+        Ok(FatBinary { id, group: group.to_string(), marker, plan, objects: OnceLock::new(), archives: Default::default() })
+    }
+
+    /// The second planning stage (the code objects behind each wrapper),
+    /// computed once from `src`, the source version this plan was made from.
+    pub fn objects(&self, src: &dyn ReadAt) -> std::io::Result<Arc<Objects>> {
+        if let Some(o) = self.objects.get() {
+            return Ok(o.clone());
+        }
+        let o = Arc::new(self.plan_stage2(src)?);
+        Ok(self.objects.get_or_init(|| o).clone())
     }
 
     /// Whether the second stage (code objects) has run.
@@ -198,13 +216,7 @@ impl FatBinary {
             return Ok(a);
         }
         let key = view_key(selection, naming, compression);
-        let objects = match self.objects.get() {
-            Some(o) => o.clone(),
-            None => {
-                let o = Arc::new(self.plan_stage2(src)?);
-                self.objects.get_or_init(|| o).clone()
-            }
-        };
+        let objects = self.objects(src)?;
         let by_name = self.plan_archives(&objects, selection, naming, compression);
         let mut m = self.archives.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, a)) = m.iter().find(|(k, _)| *k == key) {

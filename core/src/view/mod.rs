@@ -28,7 +28,7 @@ use std::sync::{Arc, OnceLock};
 use dashmap::DashMap;
 use thiserror::Error;
 
-pub use fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary};
+pub use fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary, Objects, ZSTD_LEVEL};
 pub use cached::CopyPolicy;
 pub use open::OpenFile;
 pub use types::{Attr, DirEntry, DiskSnapshot, Error, NodeType, Origin, Result, Stats, StatsSnapshot, ViewConfig};
