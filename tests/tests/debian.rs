@@ -154,3 +154,73 @@ fn baked_debian_libraries_resolve_to_clang_offload_bundler_objects() {
         assert!(slim * 50 < fat, "librocsparse: {slim} bytes after, {fat} before");
     }
 }
+
+/// The packager's path on the same libraries: an artifact with two
+/// prefixes is split on two "shards" (one per GPU family), recombined into
+/// package groups, verified against the fat input, installed (prefixes
+/// overlaid), and every wrapper must resolve, with both loader
+/// generations, to clang-offload-bundler's object for the target.
+#[test]
+fn split_and_recombined_debian_libraries_resolve_to_clang_offload_bundler_objects() {
+    require_inputs();
+    let art = tempdir();
+    for (prefix, file) in [("sparse/stage", "librocsparse.so.0.1"), ("rand/stage", "librocrand.so.1.1")] {
+        let lib = art.path().join(prefix).join("lib");
+        fs::create_dir_all(&lib).unwrap();
+        let from = Path::new(LIBDIR).join(file);
+        if fs::hard_link(&from, lib.join(file)).is_err() {
+            fs::copy(&from, lib.join(file)).unwrap();
+        }
+    }
+    fs::write(art.path().join("artifact_manifest.txt"), "sparse/stage\nrand/stage\n").unwrap();
+    let shards = tempdir();
+    let kp = |args: &[&std::ffi::OsStr]| {
+        let o = Command::new(kpackfs()).args(args).output().unwrap();
+        assert!(o.status.success(), "kpackfs {args:?}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for (shard, targets) in [("a", "gfx90a"), ("b", "gfx1030")] {
+        let t = Instant::now();
+        kp(&["split".as_ref(), art.path().as_os_str(), shards.path().join(shard).as_os_str(), "-c".as_ref(), "rocm".as_ref(), "--targets".as_ref(), targets.as_ref(), "-q".as_ref()]);
+        eprintln!("split for {targets}: {:.2}s", t.elapsed().as_secs_f64());
+    }
+    let cfg = shards.path().join("groups.json");
+    fs::write(&cfg, r#"{"groups": {"gfx90X": ["gfx90a"], "gfx103X": ["gfx1030"]}}"#).unwrap();
+    let out = tempdir();
+    kp(&["recombine".as_ref(), shards.path().as_os_str(), out.path().as_os_str(), "--config".as_ref(), cfg.as_os_str()]);
+    let v = kp(&["verify".as_ref(), out.path().as_os_str(), "--against".as_ref(), art.path().as_os_str()]);
+    assert!(v.contains("verify: OK"), "{v}");
+
+    let work = tempdir();
+    let targets = ["gfx90a:xnack-", "gfx1030"];
+    let expected: Vec<(&str, &str, Vec<Vec<Vec<u8>>>)> = [("sparse/stage", "librocsparse.so.0.1"), ("rand/stage", "librocrand.so.1.1")]
+        .iter()
+        .map(|(p, l)| (*p, *l, oracle(&art.path().join(p).join("lib").join(l), &targets, work.path())))
+        .collect();
+    for (k, (target, group)) in targets.iter().zip(["rocm_gfx90X", "rocm_gfx103X"]).enumerate() {
+        let root = work.path().join(group);
+        fs::create_dir_all(&root).unwrap();
+        for a in ["rocm_generic", group] {
+            for p in ["sparse/stage", "rand/stage"] {
+                let from = out.path().join(a).join(p);
+                if from.is_dir() {
+                    assert!(Command::new("cp").arg("-a").arg(format!("{}/.", from.display())).arg(&root).status().unwrap().success());
+                }
+            }
+        }
+        for (_, lib, per_bundle) in &expected {
+            let bin = root.join("lib").join(lib);
+            let fat = fs::metadata(Path::new(LIBDIR).join(lib)).unwrap().len();
+            assert!(fs::metadata(&bin).unwrap().len() < fat, "{lib}: host library not slimmed");
+            for gen in [LoaderGen::Feb2026, LoaderGen::Newest] {
+                let res = resolve::resolve(&bin, &TargetId::parse(target).unwrap(), gen, &LoaderEnv::default()).unwrap();
+                assert_eq!(res.len(), per_bundle.len(), "{lib}: wrappers vs bundles");
+                for (i, w) in res.iter().enumerate() {
+                    let r = w.result.as_ref().unwrap_or_else(|e| panic!("{lib} wrapper {i} on {target} ({gen:?}): {e}"));
+                    assert!(r.archive.as_ref().is_some_and(|a| a.starts_with(root.join(".kpack"))), "{lib}: {:?}", r.archive);
+                    assert!(r.bytes == per_bundle[i][k], "{lib} wrapper {i} on {target} ({gen:?}): not clang-offload-bundler's object");
+                }
+            }
+        }
+    }
+}
