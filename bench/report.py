@@ -271,6 +271,10 @@ def main():
     if not smoke and os.path.exists(views):
         out.append("## Operations: several views, soak (bench/views.sh, run separately; its own ratios)\n")
         out.append(open(views).read().rstrip().replace("### ", "#### ") + "\n")
+    split = os.path.join(os.path.dirname(os.path.abspath(a.out)), "RESULTS-split.md")
+    if not smoke and os.path.exists(split):
+        out.append("## Packagers: split, verify, split-wheel (bench/split.sh, run separately; its own ratios)\n")
+        out.append(open(split).read().rstrip().replace("### ", "#### ") + "\n")
     out.append("## Commands\n")
     out.append("Paths: `src` = bench/work/MODE/src (hard links of the Debian libraries, a random data file), "
                "`MNT` = a mountpoint under bench/work/MODE/mnt, `bt` = bench/tools/bt.c (timing helper), "
