@@ -189,6 +189,15 @@ fn nothing_target_specific_gives_only_generic() {
     fs::write(bad.path().join("artifact_manifest.txt"), "../../etc\n").unwrap();
     assert_eq!(split(bad.path(), tempdir().path(), "blas", &[]).status.code(), Some(2));
     assert_eq!(split(fat.path(), tempdir().path(), "../x", &[]).status.code(), Some(2));
+    let inside = fat.path().join("math-libs/out");
+    assert_eq!(split(fat.path(), &inside, "blas", &[]).status.code(), Some(2));
+    assert!(!inside.exists(), "nothing written inside the input");
+    // Per-architecture directories emptied by the split do not linger in
+    // generic (the demo install's AOTriton kernels).
+    let demo = tempdir();
+    ok(split(&assets().join("demo-install"), demo.path(), "demo", &[]), "split demo");
+    assert!(!demo.path().join("demo_generic/lib/aotriton").exists());
+    assert!(demo.path().join("demo_gfx90a/lib/aotriton/kernels/gfx90a/flash.hsaco").is_file());
 }
 
 #[test]

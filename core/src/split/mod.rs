@@ -145,6 +145,12 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
     let c = cfg.component.as_str();
     check_component(c)?;
     let input = Input::open(input)?;
+    // Writing inside the input would split the output as it appears.
+    if let (Ok(i), Some(o)) = (std::fs::canonicalize(&input.root), resolved(output)) {
+        if o.starts_with(&i) {
+            return Err(SplitError::Usage(format!("{}: the output may not be inside the input {}", output.display(), input.root.display())));
+        }
+    }
     std::fs::create_dir_all(output).map_err(|e| SplitError::io(output, e))?;
     let taken = format!("{c}_");
     for e in std::fs::read_dir(output).map_err(|e| SplitError::io(output, e))? {
@@ -192,6 +198,20 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
     }
     let _ = std::fs::remove_dir_all(&staging);
     Ok(report)
+}
+
+/// `p` with symlinks resolved as far as it exists, the rest appended.
+fn resolved(p: &Path) -> Option<PathBuf> {
+    let abs = std::path::absolute(p).ok()?;
+    let mut rest = Vec::new();
+    let mut cur = abs.as_path();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(cur) {
+            return Some(rest.iter().rev().fold(c, |acc: PathBuf, n| acc.join(n)));
+        }
+        rest.push(cur.file_name()?.to_os_string());
+        cur = cur.parent()?;
+    }
 }
 
 /// Writes every artifact under `staging`.
@@ -302,7 +322,30 @@ fn write_all(
         let (files, bytes) = count_files(&dir);
         report.artifacts.push(ArtifactReport { name: art.clone(), files, bytes });
     }
+    prune_emptied(&art_dir(&generic), &input.root);
     finish_times(staging, &input.root, newest)
+}
+
+/// Removes generic directories left empty because everything in them was
+/// target-specific (per-architecture database directories); directories
+/// empty in the input stay.
+fn prune_emptied(dir: &Path, input_root: &Path) {
+    fn walk(d: &Path, rel: &Path, input_root: &Path) -> bool {
+        let Ok(rd) = std::fs::read_dir(d) else { return false };
+        let mut empty = true;
+        for e in rd.flatten() {
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if !(is_dir && walk(&e.path(), &rel.join(e.file_name()), input_root)) {
+                empty = false;
+            }
+        }
+        let was_empty = std::fs::read_dir(input_root.join(rel)).map(|mut r| r.next().is_none()).unwrap_or(true);
+        if empty && !was_empty && !rel.as_os_str().is_empty() {
+            return std::fs::remove_dir(d).is_ok();
+        }
+        false
+    }
+    walk(dir, Path::new(""), input_root);
 }
 
 #[cfg(unix)]
