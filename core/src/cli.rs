@@ -75,6 +75,9 @@ pub enum CommonCommand {
     Verify(VerifyArgs),
     /// Merge split shards built for different targets into package groups.
     Recombine(RecombineArgs),
+    /// Split a fat Python wheel into a host wheel and one device wheel per
+    /// GPU processor.
+    SplitWheel(SplitWheelArgs),
 }
 
 /// Subcommand names, for recognising the `mount.fuse` helper form.
@@ -283,6 +286,30 @@ pub struct SplitArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct SplitWheelArgs {
+    /// The fat wheel (NAME-VERSION-PY-ABI-PLATFORM.whl).
+    pub wheel: PathBuf,
+    /// Where the host wheel (same file name) and the device wheels go.
+    pub output: PathBuf,
+    /// Keep only these targets (as for `split`).
+    #[arg(long, value_name = "TARGET[,TARGET…]")]
+    pub targets: Option<String>,
+    #[arg(long, value_enum, default_value_t = SplitCompression::Zstd)]
+    pub archive_compression: SplitCompression,
+    /// How archives are named [default: target on Linux, processor on Windows].
+    #[arg(long, value_enum)]
+    pub archive_names: Option<Naming>,
+    /// Worker threads [default: all cores].
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// No progress on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub db: DbRuleArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// An artifact, a directory of artifacts (split or recombine output),
     /// or an installed tree.
@@ -291,6 +318,11 @@ pub struct VerifyArgs {
     /// to the code object the fat original's runtime would pick.
     #[arg(long, value_name = "FAT_DIR")]
     pub against: Option<PathBuf>,
+    /// Check only these targets (an installation holding some device
+    /// packages only); default: every target the archives and pack
+    /// manifests claim.
+    #[arg(long, value_name = "TARGET[,TARGET…]")]
+    pub targets: Option<String>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -651,26 +683,53 @@ fn with_progress<T>(what: &str, quiet: bool, p: &crate::split::Progress, work: i
     })
 }
 
-fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Failure> {
-    let targets = a.targets.as_deref().map(|t| Selection::parse(&expand_auto(t)?).map_err(|e| Failure::usage(format!("--targets {t:?}: {e}")))).transpose()?;
-    let cfg = crate::split::SplitConfig {
-        component: a.component.clone(),
+/// The split configuration the packager's commands share.
+#[allow(clippy::too_many_arguments)]
+fn split_config(component: &str, targets: Option<&str>, compression: SplitCompression, naming: Option<Naming>, default_naming: Naming, j: Option<usize>, db: &DbRuleArgs) -> Result<crate::split::SplitConfig, Failure> {
+    let targets = targets.map(|t| Selection::parse(&expand_auto(t)?).map_err(|e| Failure::usage(format!("--targets {t:?}: {e}")))).transpose()?;
+    Ok(crate::split::SplitConfig {
+        component: component.to_string(),
         targets,
-        naming: a.archive_names.unwrap_or(default_naming).into(),
-        compression: match a.archive_compression {
+        naming: naming.unwrap_or(default_naming).into(),
+        compression: match compression {
             SplitCompression::None => ArchiveCompression::None,
             SplitCompression::Zstd => ArchiveCompression::Zstd,
             SplitCompression::Auto => ArchiveCompression::Auto,
         },
-        rules: Arc::new(a.db.rules()?),
-        jobs: jobs(a.jobs),
-    };
-    let start = Instant::now();
-    let progress = crate::split::Progress::default();
-    let r = with_progress("splitting", a.quiet, &progress, || crate::split::split(&a.input, &a.output, &cfg, &progress)).map_err(|e| match e {
+        rules: Arc::new(db.rules()?),
+        jobs: jobs(j),
+    })
+}
+
+fn split_failure(e: crate::split::SplitError) -> Failure {
+    match e {
         crate::split::SplitError::Usage(m) => Failure::usage(m),
         other => Failure::runtime(other.to_string()),
-    })?;
+    }
+}
+
+fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Result<(), Failure> {
+    let cfg = split_config("wheel", a.targets.as_deref(), a.archive_compression, a.archive_names, default_naming, a.jobs, &a.db)?;
+    let start = Instant::now();
+    let progress = crate::split::Progress::default();
+    let r = with_progress("splitting wheel", a.quiet, &progress, || crate::split::wheel::split_wheel(&a.wheel, &a.output, &cfg, &progress)).map_err(split_failure)?;
+    if !r.split.dropped_targets.is_empty() {
+        eprintln!("dropped targets not selected: {}", r.split.dropped_targets.join(", "));
+    }
+    let mut text = format!("{}\n", r.host.display());
+    for d in &r.devices {
+        text.push_str(&format!("{}\n", d.display()));
+    }
+    emit(&text)?;
+    eprintln!("split {} in {:.2}s: host wheel + {} device wheel(s), {} binaries transformed", a.wheel.display(), start.elapsed().as_secs_f64(), r.devices.len(), r.split.transformed);
+    Ok(())
+}
+
+fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Failure> {
+    let cfg = split_config(&a.component, a.targets.as_deref(), a.archive_compression, a.archive_names, default_naming, a.jobs, &a.db)?;
+    let start = Instant::now();
+    let progress = crate::split::Progress::default();
+    let r = with_progress("splitting", a.quiet, &progress, || crate::split::split(&a.input, &a.output, &cfg, &progress)).map_err(split_failure)?;
     for (bin, why) in &r.refused {
         log::warn!("{bin}: fat binary copied unchanged: {why}");
     }
@@ -699,10 +758,8 @@ fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Failure> {
 
 fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
     let rules = a.db.rules()?;
-    let r = crate::split::verify::verify(&a.dir, a.against.as_deref(), &rules).map_err(|e| match e {
-        crate::split::SplitError::Usage(m) => Failure::usage(m),
-        other => Failure::runtime(other.to_string()),
-    })?;
+    let only = a.targets.as_deref().map(|t| Selection::parse(t).map_err(|e| Failure::usage(format!("--targets {t:?}: {e}")))).transpose()?;
+    let r = crate::split::verify::verify(&a.dir, a.against.as_deref(), only.as_ref(), &rules).map_err(split_failure)?;
     if a.json {
         let problems: Vec<serde_json::Value> = r.problems.iter().map(|p| serde_json::json!({"check": p.check, "path": p.path, "message": p.message})).collect();
         let v = serde_json::json!({
@@ -727,10 +784,7 @@ fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
 }
 
 fn recombine_cmd(a: RecombineArgs) -> Result<(), Failure> {
-    let r = crate::split::recombine::recombine(&a.shards, &a.output, &a.config).map_err(|e| match e {
-        crate::split::SplitError::Usage(m) => Failure::usage(m),
-        other => Failure::runtime(other.to_string()),
-    })?;
+    let r = crate::split::recombine::recombine(&a.shards, &a.output, &a.config).map_err(split_failure)?;
     let mut text = String::new();
     for (name, files) in &r.artifacts {
         text.push_str(&format!("{name:<40} {files:>7} files\n"));
@@ -752,6 +806,7 @@ pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Fail
         CommonCommand::Split(a) => split_cmd(a, default_naming),
         CommonCommand::Verify(a) => verify_cmd(a),
         CommonCommand::Recombine(a) => recombine_cmd(a),
+        CommonCommand::SplitWheel(a) => split_wheel_cmd(a, default_naming),
     }
 }
 

@@ -433,3 +433,38 @@ pub fn pread_direct(f: &fs::File, off: u64, len: usize) -> (u64, Vec<u8>) {
     unsafe { std::alloc::dealloc(ptr, layout) };
     (start, out)
 }
+
+/// Loads each of `libs` (test_assets/bin names, installed in `lib_dir`)
+/// with the test HIP runtime for `device` and both loader generations:
+/// every wrapper must get, from an archive under `lib_dir`'s install,
+/// clang-offload-bundler's object of the fat original.
+pub fn check_stub_loads(lib_dir: &Path, libs: &[&str], device: &str, work: &Path) {
+    let stub = Stub::get();
+    for (i, lib) in libs.iter().enumerate() {
+        for loader in ["feb2026", "newest"] {
+            let out = work.join(format!("{}-{loader}-{i}", device.replace(':', "_")));
+            fs::create_dir_all(&out).unwrap();
+            let path = lib_dir.join(lib);
+            let o = Command::new(stub.driver())
+                .arg(&path)
+                .env("LD_LIBRARY_PATH", &stub.dir)
+                .env("KPACK_STUB_ARCH", device)
+                .env("KPACK_STUB_LOADER", loader)
+                .env("KPACK_STUB_OUT", &out)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "dlopen {}: {}{}", path.display(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            let recs = stub_records(&out);
+            let bundles = wrapper_bundles(lib);
+            assert_eq!(recs.len(), bundles.len(), "{lib}: {recs:#?}");
+            for r in recs {
+                let w = r.co_index as usize;
+                assert_eq!((r.magic.as_str(), r.status.as_str()), ("HIPK", "OK"), "{lib} wrapper {w} on {device} ({loader}): {r:?}");
+                assert!(r.source.ends_with(".kpack"), "{lib}: archive {}", r.source);
+                let want = expected_object(lib, bundles[w], expected_arch(lib, device));
+                assert!(r.bytes.as_deref() == Some(&want[..]), "{lib} wrapper {w} on {device} ({loader}): not clang-offload-bundler's object");
+            }
+            let _ = fs::remove_dir_all(&out);
+        }
+    }
+}

@@ -75,38 +75,6 @@ fn install(artifacts: &[PathBuf], root: &Path) {
     let _ = fs::remove_file(root.join("artifact_manifest.txt"));
 }
 
-/// Loads each library with the test runtime for `device` and both loader
-/// generations; each wrapper must get clang-offload-bundler's object.
-fn check_loads(root: &Path, device: &str, work: &Path) {
-    let stub = Stub::get();
-    for (i, lib) in LIBS.iter().enumerate() {
-        for loader in ["feb2026", "newest"] {
-            let out = work.join(format!("{device}-{loader}-{i}"));
-            fs::create_dir_all(&out).unwrap();
-            let path = root.join("lib").join(lib);
-            let o = Command::new(stub.driver())
-                .arg(&path)
-                .env("LD_LIBRARY_PATH", &stub.dir)
-                .env("KPACK_STUB_ARCH", device)
-                .env("KPACK_STUB_LOADER", loader)
-                .env("KPACK_STUB_OUT", &out)
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "dlopen {}: {}", path.display(), text(&o));
-            let recs = stub_records(&out);
-            let bundles = wrapper_bundles(lib);
-            assert_eq!(recs.len(), bundles.len(), "{lib}: {recs:#?}");
-            for r in recs {
-                let w = r.co_index as usize;
-                assert_eq!((r.magic.as_str(), r.status.as_str()), ("HIPK", "OK"), "{lib} wrapper {w} on {device} ({loader}): {r:?}");
-                assert!(r.source.ends_with(".kpack") && Path::new(&r.source).starts_with(root), "{lib}: archive {}", r.source);
-                let want = expected_object(lib, bundles[w], expected_arch(lib, device));
-                assert!(r.bytes.as_deref() == Some(&want[..]), "{lib} wrapper {w} on {device} ({loader}): not clang-offload-bundler's object");
-            }
-        }
-    }
-}
-
 #[test]
 fn split_verifies_and_loads_exactly() {
     let input = artifact();
@@ -144,7 +112,7 @@ fn split_verifies_and_loads_exactly() {
         let root = work.path().join(art);
         fs::create_dir_all(&root).unwrap();
         install(&[g.clone(), out.path().join(art)], &root);
-        check_loads(&root, device, work.path());
+        check_stub_loads(&root.join("lib"), &LIBS, device, work.path());
         // And kpackfs's own loader model agrees for the executable.
         let r = kp(&["resolve".as_ref(), root.join("bin/app_pie").as_os_str(), "--arch".as_ref(), device.as_ref()]);
         assert!(r.status.success(), "{}", text(&r));
@@ -221,7 +189,7 @@ fn recombine_shards_and_refuse_mismatches() {
     let root = work.path().join("gfx103X");
     fs::create_dir_all(&root).unwrap();
     install(&[out.path().join("blas_generic"), out.path().join("blas_gfx103X")], &root);
-    check_loads(&root, "gfx1030", work.path());
+    check_stub_loads(&root.join("lib"), &LIBS, "gfx1030", work.path());
 
     // A shard whose host binaries differ is refused, naming the file.
     let lib = shards.path().join("shard-b/blas_generic/math-libs/A/stage/lib/libpage.so");

@@ -17,6 +17,7 @@
 pub mod manifest;
 pub mod recombine;
 pub mod verify;
+pub mod wheel;
 mod archives;
 mod scan;
 mod write;

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::db::Rules;
 use crate::kpack::Archive;
 use crate::resolve::{self, LoaderEnv, LoaderGen};
-use crate::target::TargetId;
+use crate::target::{Selection, TargetId};
 use crate::wrapper::WrapperKind;
 
 use super::manifest::{read_artifact_manifest, sha256_file, PackManifest};
@@ -130,8 +130,11 @@ fn processor_of(t: &str) -> String {
     TargetId::parse(t).map(|t| t.processor).unwrap_or_else(|_| t.trim_end_matches('*').to_string())
 }
 
-/// Verifies `dir`; `against` is the fat input the output was made from.
-pub fn verify(dir: &Path, against: Option<&Path>, rules: &Rules) -> Result<VerifyReport, SplitError> {
+/// Verifies `dir`; `against` is the fat input the output was made from;
+/// `only` restricts the targets checked (an installation that holds some
+/// device packages only).
+pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rules: &Rules) -> Result<VerifyReport, SplitError> {
+    let wanted = |t: &str| only.is_none_or(|s| TargetId::parse(t).is_ok_and(|t| s.selects(&t)));
     let mut r = VerifyReport::default();
     let arts = artifacts(dir)?;
     let plain = arts.is_empty();
@@ -207,7 +210,7 @@ pub fn verify(dir: &Path, against: Option<&Path>, rules: &Rules) -> Result<Verif
                 continue;
             }
         };
-        claimed.extend(toc.iter().cloned());
+        claimed.extend(toc.iter().filter(|t| wanted(t)).cloned());
         match listed.get(rel) {
             Some((_, f)) => {
                 let size = std::fs::metadata(&pl.real).map(|m| m.len()).unwrap_or(0);
@@ -227,7 +230,7 @@ pub fn verify(dir: &Path, against: Option<&Path>, rules: &Rules) -> Result<Verif
         }
     }
     for (rel, (arch, _)) in &listed {
-        if !tree.contains_key(rel) {
+        if !tree.contains_key(rel) && wanted(arch) {
             r.problem("archive", rel.clone(), format!("archive for {arch} listed in the pack manifest is missing"));
             claimed.insert(arch.clone());
         }
