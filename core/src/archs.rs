@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bundle;
 use crate::db::Rules;
-use crate::elf::ElfFile;
-use crate::host::{self, HostFormat};
+use crate::host;
 use crate::source::{SourceKind, SourceTree};
 use crate::view::archive_name_target;
 
@@ -45,16 +44,6 @@ impl fmt::Display for ArchReport {
     }
 }
 
-fn fat_section(f: &std::fs::File) -> Option<(u64, u64)> {
-    match host::detect(f)? {
-        HostFormat::Elf => {
-            let elf = ElfFile::parse(f).ok()?;
-            let s = elf.fatbin().copied()?;
-            (s.sh_type != 8 && s.offset.checked_add(s.size)? <= elf.len).then_some((s.offset, s.size))
-        }
-        HostFormat::Pe => crate::coff::fat_section(f),
-    }
-}
 
 /// Walks `root` (never following symlinks) and tallies targets; `rules`
 /// tell database files apart (the same table the view hides them by).
@@ -91,7 +80,7 @@ pub fn archs_until(root: &Path, rules: &Rules, done: &mut dyn FnMut(&ArchReport)
                         continue;
                     }
                     let Ok((f, _)) = tree.open_file(&rel) else { continue };
-                    let Some((off, size)) = fat_section(&f) else { continue };
+                    let Some((off, size)) = host::fat_section(&f) else { continue };
                     report.fat_binaries += 1;
                     let objs = match bundle::fatbin_objects(&f, off, off + size) {
                         Ok(o) => o,

@@ -10,7 +10,6 @@ use std::io;
 use std::path::Path;
 
 use crate::bundle::{self, ccob, CcobMethod, Chunk};
-use crate::elf::ElfFile;
 use crate::io::read_vec_at;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -24,14 +23,9 @@ pub struct RecompressReport {
 /// Copies `input` to `output`, compressing the bundles of its fat section.
 pub fn recompress(input: &Path, output: &Path, version: u16, method: CcobMethod, level: i32) -> io::Result<RecompressReport> {
     let src = fs::File::open(input)?;
-    let (off, size) = match crate::host::detect(&src) {
-        Some(crate::host::HostFormat::Elf) => {
-            let elf = ElfFile::parse(&src).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-            let s = *elf.fatbin().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no .hip_fatbin section"))?;
-            (s.offset, s.size)
-        }
-        Some(crate::host::HostFormat::Pe) => crate::coff::fat_section(&src).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no .hip_fat section"))?,
-        None => return Err(io::Error::new(io::ErrorKind::InvalidData, "not an ELF or PE file")),
+    let (off, size) = match crate::host::Host::open(&src) {
+        Ok(h) => h.fat_section().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("no {} device-code section with file bytes", h.format())))?,
+        Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
     };
     let chunks = bundle::scan_fatbin(&src, off, off + size).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
     fs::copy(input, output)?;

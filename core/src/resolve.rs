@@ -16,13 +16,13 @@ use std::path::{Component, Path, PathBuf};
 use thiserror::Error;
 
 use crate::bundle;
-use crate::elf::{ElfFile, ElfError, ET_DYN};
-use crate::io::{read_exact_at, read_vec_at, ReadAt};
+use crate::host::{self, HostError, RawWrapper};
+use crate::io::{read_vec_at, ReadAt};
 use crate::kpack::{Archive, KpackError};
 use crate::marker::{Marker, MAX_MARKER};
 use crate::target::{compatible_targets, device_arch_list, TargetId};
 use crate::view::FatBinary;
-use crate::wrapper::{Wrapper, WrapperKind, WRAPPER_SIZE};
+use crate::wrapper::WrapperKind;
 
 /// Which loader's selection rule to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,14 +55,13 @@ pub enum LoadError {
 pub enum ResolveError {
     #[error("{0}: {1}")]
     Io(PathBuf, io::Error),
+    /// The binary's headers are corrupt or unsupported.
     #[error("{0}: {1}")]
-    Elf(PathBuf, ElfError),
+    Host(PathBuf, String),
     #[error("{0}: not a HIP binary (no wrapper section)")]
     NoWrappers(PathBuf),
     #[error("{0}: unsupported binary format")]
     Format(PathBuf),
-    #[error("{0}: {1}")]
-    Pe(PathBuf, String),
 }
 
 /// Where one wrapper's code object came from.
@@ -212,82 +211,17 @@ fn select(archives: &[std::rc::Rc<OpenArchive>], key: &str, arch_list: &[TargetI
     Err(last.unwrap_or(LoadError::ArchNotFound))
 }
 
-/// A wrapper as read from a host binary, with its pointer as the loader
-/// would see it after relocation (virtual address) and the file offset
-/// that address maps to.
-struct RawWrapper {
-    index: u32,
-    wrapper: Wrapper,
-    pointer: Option<u64>,
-    pointer_offset: Option<u64>,
-    /// How many bytes at `pointer_offset` are mapped from the file.
-    mapped_len: u64,
-}
-
-fn elf_wrappers(src: &dyn ReadAt, path: &Path) -> Result<Vec<RawWrapper>, ResolveError> {
-    let elf = ElfFile::parse(src).map_err(|e| ResolveError::Elf(path.to_path_buf(), e))?;
-    let seg = elf.find_section(crate::elf::WRAPPER_SECTION).map(|i| elf.shdrs[i]).ok_or_else(|| ResolveError::NoWrappers(path.to_path_buf()))?;
-    let n = seg.size / WRAPPER_SIZE;
-    let io_err = |e| ResolveError::Io(path.to_path_buf(), e);
-
-    // What ld.so writes into each slot of a PIE/DSO: a RELATIVE addend, or
-    // symbol + addend for `R_X86_64_64` (RDC builds); RELR/REL slots keep
-    // their in-place value.
-    let mut relocated: HashMap<u64, u64> = HashMap::new();
-    if elf.eh.e_type == ET_DYN {
-        let secs = crate::elf::relocs::rela_sections(src, &elf).map_err(|e| ResolveError::Elf(path.to_path_buf(), e))?;
-        for sec in &secs {
-            for r in &sec.entries {
-                if relocated.contains_key(&r.offset) {
-                    continue;
-                }
-                let v = match r.r_type() {
-                    8 => Some(r.addend as u64),
-                    1 => crate::elf::relocs::symbol_target(src, &elf, sec.link, r.r_sym(), r.addend).map_err(|e| ResolveError::Elf(path.to_path_buf(), e))?,
-                    _ => None,
-                };
-                if let Some(v) = v {
-                    relocated.insert(r.offset, v);
-                }
-            }
-        }
-    }
-    let map = |addr: u64| -> Option<(u64, u64)> {
-        // The loader maps PT_LOAD segments; the first one containing addr.
-        let p = elf.phdrs.iter().find(|p| p.is_load() && p.contains_vaddr(addr))?;
-        let d = addr - p.vaddr;
-        (d < p.filesz).then(|| (p.offset + d, p.filesz - d))
-    };
-    let mut out = Vec::new();
-    for i in 0..n.min(1 << 20) {
-        let va = seg.addr + WRAPPER_SIZE * i;
-        let Some((off, _)) = map(va) else { continue };
-        let mut b = [0u8; 24];
-        read_exact_at(src, off, &mut b).map_err(io_err)?;
-        let Some(w) = Wrapper::parse(&b) else { continue };
-        let pointer = Some(relocated.get(&(va + 8)).copied().unwrap_or(w.binary));
-        let (pointer_offset, mapped_len) = match pointer.and_then(map) {
-            Some((o, l)) => (Some(o), l),
-            None => (None, 0),
-        };
-        out.push(RawWrapper { index: i as u32, wrapper: w, pointer, pointer_offset, mapped_len });
-    }
-    Ok(out)
-}
-
 /// Resolves every wrapper of `binary` for a device whose ISA is `isa`.
 pub fn resolve(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -> Result<Vec<WrapperResolution>, ResolveError> {
     let io_err = |e| ResolveError::Io(binary.to_path_buf(), e);
     let real = binary.canonicalize().map_err(io_err)?;
     let file = File::open(&real).map_err(io_err)?;
-    let wrappers = match crate::host::detect(&file) {
-        Some(crate::host::HostFormat::Elf) => elf_wrappers(&file, binary)?,
-        Some(crate::host::HostFormat::Pe) => crate::coff::resolve_wrappers(&file, binary)?
-            .into_iter()
-            .map(|(index, wrapper, pointer_offset, mapped_len)| RawWrapper { index, wrapper, pointer: Some(wrapper.binary), pointer_offset, mapped_len })
-            .collect(),
-        None => return Err(ResolveError::Format(binary.to_path_buf())),
-    };
+    let wrappers = host::wrappers(&file).map_err(|e| match e {
+        HostError::NotHost => ResolveError::Format(binary.to_path_buf()),
+        HostError::NoWrappers => ResolveError::NoWrappers(binary.to_path_buf()),
+        HostError::Io(e) => ResolveError::Io(binary.to_path_buf(), e),
+        HostError::Format(m) => ResolveError::Host(binary.to_path_buf(), m),
+    })?;
     let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
     let arch_list = device_arch_list(isa);
     let mut cache = HashMap::new();

@@ -52,7 +52,7 @@ fn every_assets_code_objects_equal_clang_offload_bundlers() {
         let data = read(assets().join("bin").join(bin));
         let (off, size) = match ElfFile::parse(&data) {
             Ok(f) => f.fatbin().map(|s| (s.offset, s.size)).unwrap(),
-            Err(_) => kpackfs_core::coff::fat_section(&data).unwrap(),
+            Err(_) => kpackfs_core::host::fat_section(&data).unwrap(),
         };
         let objs = bundle::fatbin_objects(&data, off, off + size).unwrap();
         let want = expected_index(bin);

@@ -69,9 +69,9 @@ fn hostile_pe_inputs_pass_through() {
             Ok(p) => panic!("{what}: transformed ({} bytes)", p.layout.len()),
             Err(NotTransformed::Plain) | Err(NotTransformed::Refused(_)) => {}
         }
-        let _ = coff::probe(&data);
+        let _ = host::probe(&data);
         let mut s = String::new();
-        let _ = coff::inspect(&mut s, &data);
+        let _ = host::describe(&mut s, &data);
     }
     // A wrapper pointing outside .hip_fat: the planner attributes no bundle
     // to it, and the view serves the binary unchanged.

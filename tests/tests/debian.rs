@@ -193,7 +193,9 @@ fn split_and_recombined_debian_libraries_resolve_to_clang_offload_bundler_object
 
     let work = tempdir();
     let targets = ["gfx90a:xnack-", "gfx1030"];
-    let expected: Vec<(&str, &str, Vec<Vec<Vec<u8>>>)> = [("sparse/stage", "librocsparse.so.0.1"), ("rand/stage", "librocrand.so.1.1")]
+    // (prefix, library, code objects per bundle per target)
+    type Expected<'a> = Vec<(&'a str, &'a str, Vec<Vec<Vec<u8>>>)>;
+    let expected: Expected = [("sparse/stage", "librocsparse.so.0.1"), ("rand/stage", "librocrand.so.1.1")]
         .iter()
         .map(|(p, l)| (*p, *l, oracle(&art.path().join(p).join("lib").join(l), &targets, work.path())))
         .collect();

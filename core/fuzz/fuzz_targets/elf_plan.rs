@@ -2,6 +2,7 @@
 //! that satisfies the serving invariants; anything else is a clean error.
 #![no_main]
 use kpackfs_core::elf::{self, ElfFile};
+use kpackfs_core::host;
 use kpackfs_core::marker::Marker;
 use libfuzzer_sys::fuzz_target;
 
@@ -11,6 +12,10 @@ fuzz_target!(|data: &[u8]| {
     let v = data.to_vec();
     let Ok(f) = ElfFile::parse(&v) else { return };
     let _ = f.classify();
+    // What `inspect`, `resolve` and `verify` read of untrusted binaries.
+    let mut text = String::new();
+    let _ = host::describe(&mut text, &v);
+    let _ = host::wrappers(&v);
     let marker = Marker::for_group("fuzz.so", 0, "lib/fuzz.so").encode();
     if let Ok(p) = elf::plan(&v, &f, &marker) {
         common::check_layout(&p.layout, &v);

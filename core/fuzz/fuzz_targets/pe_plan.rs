@@ -1,6 +1,7 @@
 //! The PE planner on arbitrary input, with the same invariants.
 #![no_main]
 use kpackfs_core::coff::{self, PeFile};
+use kpackfs_core::host;
 use kpackfs_core::marker::Marker;
 use libfuzzer_sys::fuzz_target;
 
@@ -10,6 +11,10 @@ fuzz_target!(|data: &[u8]| {
     let v = data.to_vec();
     let Ok(pe) = PeFile::parse(&v) else { return };
     let _ = pe.classify();
+    // What `inspect`, `resolve` and `verify` read of untrusted binaries.
+    let mut text = String::new();
+    let _ = host::describe(&mut text, &v);
+    let _ = host::wrappers(&v);
     let marker = Marker::for_group("fuzz.dll", 0, "bin/fuzz.dll").encode();
     if let Ok(p) = coff::plan(&v, &pe, &marker) {
         common::check_layout(&p.layout, &v);

@@ -8,6 +8,7 @@
 //! objects are described as ranges, not copied.
 
 pub mod ccob;
+mod describe;
 
 use std::io;
 
@@ -16,6 +17,7 @@ use thiserror::Error;
 use crate::io::{read_exact_at, read_vec_at, LeBytes, ReadAt};
 use crate::target::{arch_of_entry_id, is_host_entry};
 pub use ccob::{CcobHeader, CcobMethod};
+pub use describe::describe_fatbin;
 
 pub const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
 pub const CCOB_MAGIC: &[u8; 4] = b"CCOB";

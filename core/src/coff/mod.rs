@@ -21,7 +21,6 @@
 //! * a non-zero `CheckSum`, stale after the edit, is set to 0 ("none");
 //! * no room for one more section header: passed through.
 
-use std::fmt::Write as _;
 use std::io;
 
 use object::pe::{ImageDosHeader, ImageNtHeaders64, ImageSectionHeader};
@@ -29,7 +28,7 @@ use object::pod;
 use object::LittleEndian as LE;
 use thiserror::Error;
 
-use crate::host::{HostFormat, HostPlan, NotTransformed, WrapperRef};
+use crate::host::types::{HostFormat, HostPlan, WrapperRef};
 use crate::io::{read_exact_at, read_vec_at, LeBytes, ReadAt};
 use crate::layout::{Layout, LayoutError};
 use crate::wrapper::{Wrapper, WrapperKind, MAGIC_HIPK, WRAPPER_SIZE};
@@ -37,6 +36,8 @@ use crate::wrapper::{Wrapper, WrapperKind, MAGIC_HIPK, WRAPPER_SIZE};
 pub const FAT_SECTION: &[u8; 8] = b".hip_fat";
 pub const WRAPPER_SECTION: &[u8; 8] = b".hipFatB";
 pub const MARKER_SECTION: &[u8; 8] = b".kpackrf";
+mod host;
+
 const SECTION_HEADER: usize = 40;
 const PAGE: u64 = 0x1000;
 /// Largest header area we read (real ones are one or two pages).
@@ -293,7 +294,7 @@ impl PeFile {
     /// The wrappers: (index, wrapper, file offset of the wrapper).
     fn wrappers(&self, src: &dyn ReadAt) -> Result<Vec<(u32, Wrapper, u64)>, CoffError> {
         let (_, seg) = self.section(WRAPPER_SECTION).ok_or_else(|| corrupt("no .hipFatB section"))?;
-        if seg.virtual_size as u64 % WRAPPER_SIZE != 0 || seg.size_of_raw_data < seg.virtual_size {
+        if !(seg.virtual_size as u64).is_multiple_of(WRAPPER_SIZE) || seg.size_of_raw_data < seg.virtual_size {
             return Err(corrupt(format!(".hipFatB virtual size {:#x} / raw {:#x}", seg.virtual_size, seg.size_of_raw_data)));
         }
         let n = seg.virtual_size as u64 / WRAPPER_SIZE;
@@ -339,31 +340,6 @@ impl PeFile {
         }
         Ok(out)
     }
-}
-
-/// Headers-only check: a PE fat binary the view transforms?
-pub fn probe(src: &dyn ReadAt) -> bool {
-    PeFile::parse(src).map(|p| p.classify().is_ok()).unwrap_or(false)
-}
-
-/// File offset and size of the `.hip_fat` section, if any.
-pub fn fat_section(src: &dyn ReadAt) -> Option<(u64, u64)> {
-    PeFile::parse(src).ok()?.fat_range()
-}
-
-fn refusal(e: CoffError) -> NotTransformed {
-    match e {
-        CoffError::NotPe | CoffError::NotFat | CoffError::AlreadyKpacked => NotTransformed::Plain,
-        CoffError::Unsupported(ref r) if r.starts_with("not PE32+") => NotTransformed::Plain,
-        other => NotTransformed::Refused(other.to_string()),
-    }
-}
-
-/// Plans the transform of a PE file with marker bytes `marker`.
-pub fn plan_host(src: &dyn ReadAt, marker: &[u8]) -> Result<HostPlan, NotTransformed> {
-    let pe = PeFile::parse(src).map_err(refusal)?;
-    pe.classify().map_err(refusal)?;
-    plan(src, &pe, marker).map_err(refusal)
 }
 
 /// The transform of FORMATS.md §4 (with the deviations in the module doc).
@@ -525,84 +501,6 @@ fn shift_debug_entries(pe: &PeFile, src: &dyn ReadAt, buf: &mut Layout, at_remov
         let p = b.u32_at(0).unwrap_or(0) as u64;
         if p >= at_removed + by {
             buf.write_at(at, &((p - by) as u32).to_le_bytes())?;
-        }
-    }
-    Ok(())
-}
-
-/// Wrappers of a PE binary for `resolve`: (index, wrapper, file offset of
-/// the pointer target at the preferred image base, bytes mapped there).
-pub fn resolve_wrappers(src: &dyn ReadAt, path: &std::path::Path) -> Result<Vec<(u32, Wrapper, Option<u64>, u64)>, crate::resolve::ResolveError> {
-    let pe = PeFile::parse(src).map_err(|e| crate::resolve::ResolveError::Pe(path.to_path_buf(), e.to_string()))?;
-    let ws = pe.wrappers(src).map_err(|_| crate::resolve::ResolveError::NoWrappers(path.to_path_buf()))?;
-    Ok(ws
-        .into_iter()
-        .map(|(i, w, _)| {
-            let rva = w.binary.wrapping_sub(pe.image_base);
-            (i, w, pe.rva_to_off(rva), pe.mapped_after(rva))
-        })
-        .collect())
-}
-
-/// `inspect` for PE files.
-pub fn inspect(out: &mut String, src: &dyn ReadAt) -> io::Result<()> {
-    let pe = match PeFile::parse(src) {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = writeln!(out, "PE, not parseable: {e}");
-            return Ok(());
-        }
-    };
-    let _ = writeln!(
-        out,
-        "PE32+ image base {:#x}, {} bytes, file/section alignment {:#x}/{:#x}, {} sections",
-        pe.image_base,
-        pe.len,
-        pe.file_alignment,
-        pe.section_alignment,
-        pe.sections.len()
-    );
-    for s in &pe.sections {
-        let _ = writeln!(
-            out,
-            "  {:<8} rva {:#08x} vsize {:#08x} raw {:#08x}+{:#08x} flags {:#010x}",
-            s.name_str(),
-            s.virtual_address,
-            s.virtual_size,
-            s.pointer_to_raw_data,
-            s.size_of_raw_data,
-            s.characteristics
-        );
-    }
-    match pe.classify() {
-        Ok(()) => {
-            let _ = writeln!(out, "fat binary: would be transformed");
-        }
-        Err(e) => {
-            let _ = writeln!(out, "not transformed: {e}");
-        }
-    }
-    if let Ok(ws) = pe.wrappers(src) {
-        let _ = writeln!(out, ".hipFatB: {} wrapper(s)", ws.len());
-        for (i, w, _) in ws.iter().take(64) {
-            let _ = writeln!(out, "  [{i}] {:?} pointer {:#x} reserved1 {:#x}", w.kind(), w.binary, w.reserved1);
-        }
-    }
-    if let Some((off, size)) = pe.fat_range() {
-        let _ = writeln!(out, ".hip_fat: {size} bytes at file offset {off:#x}");
-        crate::inspect::describe_fatbin(out, src, off, off + size);
-    }
-    if let Some((_, s)) = pe.section(MARKER_SECTION) {
-        if s.size_of_raw_data > 0 {
-            let b = read_vec_at(src, s.pointer_to_raw_data as u64, s.virtual_size.min(s.size_of_raw_data) as usize)?;
-            match crate::marker::Marker::decode(&b) {
-                Ok(m) => {
-                    let _ = writeln!(out, ".kpackrf: kernel_name {:?}, search paths {:?}", m.kernel_name, m.search_paths);
-                }
-                Err(e) => {
-                    let _ = writeln!(out, ".kpackrf: {e}");
-                }
-            }
         }
     }
     Ok(())

@@ -205,7 +205,7 @@ impl Rela {
         Some(Rela { offset: r.r_offset.get(LE), info: r.r_info.get(LE), addend: r.r_addend.get(LE) })
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub fn to_bytes(self) -> Vec<u8> {
         let mut b = vec![0u8; RELA_SIZE as usize];
         if let Ok((r, _)) = pod::from_bytes_mut::<Rela64<LE>>(&mut b) {
             r.r_offset.set(LE, self.offset);

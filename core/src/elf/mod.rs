@@ -2,6 +2,7 @@
 //! transform (FORMATS.md §3) as a lazy [`Layout`](crate::layout::Layout).
 
 mod headers;
+mod host;
 pub(crate) mod relocs;
 mod transform;
 

@@ -187,7 +187,7 @@ pub fn plan(src: &dyn ReadAt, elf: &ElfFile, marker: &[u8]) -> Result<ElfPlan, E
     let fatbin = elf.shdrs[fatbin_idx];
     let seg_idx = elf.find_section(WRAPPER_SECTION).ok_or_else(|| corrupt("no .hipFatBinSegment section"))?;
     let seg = elf.shdrs[seg_idx];
-    if seg.size % WRAPPER_SIZE != 0 || seg.size / WRAPPER_SIZE > MAX_WRAPPERS {
+    if !seg.size.is_multiple_of(WRAPPER_SIZE) || seg.size / WRAPPER_SIZE > MAX_WRAPPERS {
         return Err(corrupt(format!(".hipFatBinSegment size {:#x} is not a whole number of wrappers", seg.size)));
     }
     if fatbin.sh_type == SHT_NOBITS || fatbin.offset.checked_add(fatbin.size).is_none_or(|e| e > elf.len) {

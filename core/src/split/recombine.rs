@@ -39,6 +39,9 @@ struct Art {
     prefixes: Vec<String>,
 }
 
+/// A component's generic artifacts and its (processor, artifact) pairs.
+type ComponentArts = (Vec<Art>, Vec<(String, Art)>);
+
 /// Package groups: group name → processors.
 pub fn parse_config(text: &str) -> Result<BTreeMap<String, Vec<String>>, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
@@ -160,7 +163,7 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
     }
     let mut report = RecombineReport { shards: nshards, ..Default::default() };
     // Component → generic artifacts and target artifacts.
-    let mut comps: BTreeMap<String, (Vec<Art>, Vec<(String, Art)>)> = BTreeMap::new();
+    let mut comps: BTreeMap<String, ComponentArts> = BTreeMap::new();
     for a in &arts {
         let Some((c, suffix)) = a.name.rsplit_once('_') else {
             return Err(SplitError::Usage(format!("{}: artifact name is not <component>_<generic|target>", a.dir.display())));

@@ -38,7 +38,7 @@ enum Job<'a> {
     File(&'a FileJob),
     /// Objects cut from one source chunk (a plain range, or one CCOB) of
     /// one binary: (archive, ordinal, location).
-    Objects { entry: usize, outs: Vec<(usize, u64, ObjectLocation)> },
+    Objects { entry: usize, outs: ChunkOuts },
 }
 
 /// Progress shared with the caller's display.
@@ -56,11 +56,21 @@ struct ArchiveOut {
     file: File,
     /// Scheme `none`: where each ordinal goes.
     positions: Vec<(u64, u64)>,
-    /// Scheme `zstd-per-kernel`: the side file of frames, its length, and
-    /// where each ordinal's frame lies in it.
-    frames: Option<Mutex<(File, u64, Vec<Option<(u64, u64)>>)>>,
+    /// Scheme `zstd-per-kernel`: the side file of frames.
+    frames: Option<Mutex<Frames>>,
     frames_path: PathBuf,
 }
+
+/// Frames of one archive as they are made, in completion order.
+struct Frames {
+    file: File,
+    len: u64,
+    /// Where each ordinal's frame lies in `file`.
+    at: Vec<Option<(u64, u64)>>,
+}
+
+/// Objects cut from one source chunk: (archive, ordinal, location).
+type ChunkOuts = Vec<(usize, u64, ObjectLocation)>;
 
 fn open_new(p: &Path) -> Result<File, SplitError> {
     if let Some(d) = p.parent() {
@@ -71,6 +81,7 @@ fn open_new(p: &Path) -> Result<File, SplitError> {
 
 /// Writes all `files` and `archives` (at `archive_paths`) with `jobs`
 /// workers. `trees` are the input's prefixes.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     trees: &[SourceTree],
     entries: &[Entry],
@@ -88,7 +99,8 @@ pub fn run(
         let frames_path = scratch.join(format!("{i}.frames"));
         if a.compressed {
             let frames = open_new(&frames_path)?;
-            outs.push(ArchiveOut { path: path.clone(), file, positions: Vec::new(), frames: Some(Mutex::new((frames, 0, vec![None; a.spec.blobs.len()]))), frames_path });
+            let frames = Frames { file: frames, len: 0, at: vec![None; a.spec.blobs.len()] };
+            outs.push(ArchiveOut { path: path.clone(), file, positions: Vec::new(), frames: Some(Mutex::new(frames)), frames_path });
         } else {
             let (head, positions, toc) = a.spec.none_parts();
             let toc_at = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
@@ -99,7 +111,7 @@ pub fn run(
     }
     // Group each binary's objects by the chunk they come from, so a CCOB
     // is decoded once for all targets.
-    let mut chunks: BTreeMap<(usize, u64), Vec<(usize, u64, ObjectLocation)>> = BTreeMap::new();
+    let mut chunks: BTreeMap<(usize, u64), ChunkOuts> = BTreeMap::new();
     for (ai, a) in archives.iter().enumerate() {
         for (ord, (entry, loc)) in a.sources.iter().enumerate() {
             let at = match loc {
@@ -226,10 +238,10 @@ fn write_objects(trees: &[SourceTree], e: &Entry, list: &[(usize, u64, ObjectLoc
             Some(frames) => {
                 let frame = compress_frame(&bytes, ZSTD_LEVEL).map_err(|err| SplitError::Archive(out.path.clone(), err.to_string()))?;
                 let mut g = frames.lock().unwrap_or_else(|p| p.into_inner());
-                let at = g.1;
-                write_all_at(&g.0, &frame, at).map_err(|err| SplitError::io(&out.frames_path, err))?;
-                g.1 += frame.len() as u64;
-                g.2[*ord as usize] = Some((at, frame.len() as u64));
+                let at = g.len;
+                write_all_at(&g.file, &frame, at).map_err(|err| SplitError::io(&out.frames_path, err))?;
+                g.len += frame.len() as u64;
+                g.at[*ord as usize] = Some((at, frame.len() as u64));
             }
             None => {
                 let (pos, _) = out.positions[*ord as usize];
@@ -241,8 +253,8 @@ fn write_objects(trees: &[SourceTree], e: &Entry, list: &[(usize, u64, ObjectLoc
 }
 
 /// Header, frame count, each frame with its length in ordinal order, TOC.
-fn assemble_zstd(a: &PlannedArchive, file: &File, path: &Path, frames: (File, u64, Vec<Option<(u64, u64)>>)) -> Result<(), SplitError> {
-    let (side, _, at) = frames;
+fn assemble_zstd(a: &PlannedArchive, file: &File, path: &Path, frames: Frames) -> Result<(), SplitError> {
+    let (side, at) = (frames.file, frames.at);
     let werr = |err| SplitError::io(path, err);
     let mut lens = Vec::with_capacity(at.len());
     for (i, f) in at.iter().enumerate() {
