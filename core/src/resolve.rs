@@ -213,6 +213,15 @@ fn select(archives: &[std::rc::Rc<OpenArchive>], key: &str, arch_list: &[TargetI
 
 /// Resolves every wrapper of `binary` for a device whose ISA is `isa`.
 pub fn resolve(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -> Result<Vec<WrapperResolution>, ResolveError> {
+    let mut out = Vec::new();
+    resolve_each(binary, isa, gen, env, &mut |w| out.push(w))?;
+    Ok(out)
+}
+
+/// [`resolve`], handing each wrapper's resolution to `each` as it is made,
+/// in wrapper order: a caller that checks and drops each code object (as
+/// `verify` does) holds one at a time, not the whole library's.
+pub fn resolve_each(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv, each: &mut dyn FnMut(WrapperResolution)) -> Result<(), ResolveError> {
     let io_err = |e| ResolveError::Io(binary.to_path_buf(), e);
     let real = binary.canonicalize().map_err(io_err)?;
     let file = File::open(&real).map_err(io_err)?;
@@ -225,7 +234,6 @@ pub fn resolve(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -
     let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
     let arch_list = device_arch_list(isa);
     let mut cache = HashMap::new();
-    let mut out = Vec::new();
     for w in wrappers {
         let co_index = w.wrapper.co_index();
         let result = match w.wrapper.kind() {
@@ -242,9 +250,9 @@ pub fn resolve(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -
             WrapperKind::Fat => fat_choice(&file, &w, &arch_list),
             WrapperKind::Other(m) => Err(LoadError::InvalidMetadata(format!("wrapper magic {m:#010x}"))),
         };
-        out.push(WrapperResolution { index: w.index, kind: w.wrapper.kind(), co_index, result });
+        each(WrapperResolution { index: w.index, kind: w.wrapper.kind(), co_index, result });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What the fat runtime picks from a HIPF wrapper's own bundle.

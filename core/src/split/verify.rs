@@ -298,8 +298,8 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
         let mut is_hip = false;
         for t in &claimed {
             let Ok(isa) = TargetId::parse(t) else { continue };
-            let runs: Vec<_> = [LoaderGen::Feb2026, LoaderGen::Newest].iter().map(|g| resolve::resolve(&bin, &isa, *g, &env)).collect();
-            let fat = fat_path.as_ref().map(|p| resolve::resolve(p, &isa, LoaderGen::Newest, &env));
+            let runs: Vec<_> = [LoaderGen::Feb2026, LoaderGen::Newest].iter().map(|g| outcomes(&bin, &isa, *g, &env)).collect();
+            let fat = fat_path.as_ref().map(|p| outcomes(p, &isa, LoaderGen::Newest, &env));
             match &fat {
                 Some(Err(resolve::ResolveError::NoWrappers(_))) => continue,
                 Some(Err(e)) => {
@@ -327,11 +327,11 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
                         continue;
                     }
                     let want = match &fat {
-                        Some(Ok(f)) => Some(f.get(i).and_then(|fw| fw.result.as_ref().ok()).map(|o| &o.bytes)),
+                        Some(Ok(f)) => Some(f.get(i).and_then(|fw| fw.result.as_ref().ok())),
                         _ => None,
                     };
                     match (&w.result, want) {
-                        (Ok(got), Some(Some(b))) if *b == got.bytes => r.resolved += 1,
+                        (Ok(got), Some(Some(b))) if b == got => r.resolved += 1,
                         (Ok(_), Some(Some(_))) => r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: code object differs from the fat original's", w.index)),
                         (Ok(_), Some(None)) => r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: resolves, but the fat original has no code object for it", w.index)),
                         (Err(e), Some(Some(_))) => r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: {e} (the fat original has one)", w.index)),
@@ -349,6 +349,26 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
     }
     r.resolved /= 2; // both loaders counted each resolution
     Ok(r)
+}
+
+/// One wrapper's resolution reduced to what verify compares: the code
+/// object's SHA-256, or the loader's error.
+struct Outcome {
+    index: u32,
+    kind: WrapperKind,
+    result: Result<[u8; 32], String>,
+}
+
+/// Resolves `bin` keeping digests only: one code object in memory at a
+/// time, whatever the library's size.
+fn outcomes(bin: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -> Result<Vec<Outcome>, resolve::ResolveError> {
+    use sha2::Digest;
+    let mut v = Vec::new();
+    resolve::resolve_each(bin, isa, gen, env, &mut |w| {
+        let result = w.result.map(|r| sha2::Sha256::digest(&r.bytes).into()).map_err(|e| e.to_string());
+        v.push(Outcome { index: w.index, kind: w.kind, result });
+    })?;
+    Ok(v)
 }
 
 /// Opens an archive and decodes every entry; returns its `gfx_arches`.
