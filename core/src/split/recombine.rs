@@ -11,7 +11,9 @@
 //! target artifacts of its processors.
 //!
 //! Configuration (JSON): `{"groups": {"gfx90X": ["gfx90a", "gfx908"],
-//! "gfx110X": ["gfx1100", "gfx1101"]}}`.
+//! "gfx110X": ["gfx1100", "gfx1101"]}}`, or upstream's form with
+//! `architecture_groups`, `primary_shard` and `validation` (see
+//! [`parse_config`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -42,25 +44,49 @@ struct Art {
 /// A component's generic artifacts and its (processor, artifact) pairs.
 type ComponentArts = (Vec<Art>, Vec<(String, Art)>);
 
-/// Package groups: group name → processors.
-pub fn parse_config(text: &str) -> Result<BTreeMap<String, Vec<String>>, String> {
+/// What the configuration says.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Package group → processors.
+    pub groups: BTreeMap<String, Vec<String>>,
+    /// The shard whose generic artifact is written (all must agree anyway).
+    pub primary_shard: Option<String>,
+    /// Fail when a group names a target no shard built.
+    pub error_on_missing_architecture: bool,
+}
+
+/// Reads either form: kpackfs's `{"groups": {name: [targets]}}`, or
+/// upstream's `{"primary_shard": …, "architecture_groups": {name:
+/// {"display_name": …, "architectures": [targets]}}, "validation":
+/// {"error_on_missing_architecture": …}}`.
+pub fn parse_config(text: &str) -> Result<Config, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let groups = v.get("groups").unwrap_or(&v).as_object().ok_or("expected an object {\"groups\": {name: [targets]}}")?;
-    let mut out = BTreeMap::new();
+    let obj = v.as_object().ok_or("expected a JSON object")?;
+    let groups = obj
+        .get("groups")
+        .or_else(|| obj.get("architecture_groups"))
+        .ok_or("expected \"groups\" (or upstream's \"architecture_groups\")")?
+        .as_object()
+        .ok_or("groups: expected an object {name: [targets]}")?;
+    let mut out = Config {
+        primary_shard: obj.get("primary_shard").and_then(|p| p.as_str()).map(str::to_string),
+        error_on_missing_architecture: obj.get("validation").and_then(|v| v.get("error_on_missing_architecture")).and_then(|b| b.as_bool()).unwrap_or(false),
+        ..Config::default()
+    };
     for (name, targets) in groups {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "_-+.".contains(c)) || name.starts_with('.') {
             return Err(format!("group name {name:?}: use letters, digits and _ - + ."));
         }
-        let list = targets.as_array().ok_or_else(|| format!("group {name}: expected an array of targets"))?;
+        let list = targets.get("architectures").unwrap_or(targets).as_array().ok_or_else(|| format!("group {name}: expected an array of targets"))?;
         let mut procs = Vec::new();
         for t in list {
             let s = t.as_str().ok_or_else(|| format!("group {name}: targets must be strings"))?;
             let id = TargetId::parse(s).map_err(|e| format!("group {name}: target {s:?}: {e}"))?;
             procs.push(id.processor);
         }
-        out.insert(name.clone(), procs);
+        out.groups.insert(name.clone(), procs);
     }
-    if out.is_empty() {
+    if out.groups.is_empty() {
         return Err("no groups".into());
     }
     Ok(out)
@@ -156,8 +182,16 @@ fn place(from: &Path, to: &Path, what: &str) -> Result<u64, SplitError> {
 
 pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<RecombineReport, SplitError> {
     let text = std::fs::read_to_string(config).map_err(|e| SplitError::io(config, e))?;
-    let groups = parse_config(&text).map_err(|e| SplitError::Usage(format!("{}: {e}", config.display())))?;
-    let (nshards, arts) = find_artifacts(shards)?;
+    let cfg = parse_config(&text).map_err(|e| SplitError::Usage(format!("{}: {e}", config.display())))?;
+    let groups = &cfg.groups;
+    let (nshards, mut arts) = find_artifacts(shards)?;
+    // The primary shard's generic artifact goes first (it is the one written).
+    if let Some(p) = &cfg.primary_shard {
+        if !arts.iter().any(|a| &a.shard == p) {
+            return Err(SplitError::Usage(format!("primary_shard {p:?} is not a shard of {}", shards.display())));
+        }
+        arts.sort_by_key(|a| a.shard != *p);
+    }
     if arts.is_empty() {
         return Err(SplitError::Usage(format!("{}: no artifacts (directories with artifact_manifest.txt) found", shards.display())));
     }
@@ -230,8 +264,13 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
         }
         // Each group: its processors' target artifacts overlaid.
         let mut claimed = BTreeSet::new();
-        for (g, procs) in &groups {
+        for (g, procs) in groups {
             let members: Vec<&(String, Art)> = targets.iter().filter(|(p, _)| procs.contains(p)).collect();
+            if cfg.error_on_missing_architecture {
+                if let Some(p) = procs.iter().find(|p| !targets.iter().any(|(q, _)| q == *p)) {
+                    return Err(SplitError::Usage(format!("group {g}: no shard built {p} for {c}")));
+                }
+            }
             if members.is_empty() {
                 continue;
             }
@@ -271,9 +310,15 @@ mod tests {
     #[test]
     fn config_forms() {
         let g = parse_config(r#"{"groups": {"gfx90X": ["gfx90a:xnack-", "gfx908"], "gfx110X": ["gfx1100"]}}"#).unwrap();
-        assert_eq!(g["gfx90X"], vec!["gfx90a", "gfx908"]);
-        assert_eq!(parse_config(r#"{"a": ["gfx942"]}"#).unwrap()["a"], vec!["gfx942"]);
-        for bad in [r#"[]"#, r#"{"groups": {}}"#, r#"{"../x": ["gfx90a"]}"#, r#"{"a": "gfx90a"}"#, r#"{"a": ["nonsense!"]}"#, "not json"] {
+        assert_eq!(g.groups["gfx90X"], vec!["gfx90a", "gfx908"]);
+        let up = parse_config(
+            r#"{"primary_shard": "b", "architecture_groups": {"gfx110X": {"display_name": "ROCm gfx110X", "architectures": ["gfx1100", "gfx1101"]}},
+                "validation": {"error_on_missing_architecture": true}}"#,
+        )
+        .unwrap();
+        assert_eq!(up.groups["gfx110X"], vec!["gfx1100", "gfx1101"]);
+        assert_eq!((up.primary_shard.as_deref(), up.error_on_missing_architecture), (Some("b"), true));
+        for bad in [r#"[]"#, r#"{"groups": {}}"#, r#"{"groups": {"../x": ["gfx90a"]}}"#, r#"{"groups": {"a": "gfx90a"}}"#, r#"{"groups": {"a": ["nonsense!"]}}"#, "not json", r#"{"a": ["gfx90a"]}"#] {
             assert!(parse_config(bad).is_err(), "{bad}");
         }
     }
