@@ -52,7 +52,8 @@ const DESCRIPTION: &str = "kpackfs serves a fat ROCm install, whose host librari
 architectures, as a read-only FUSE view for the GPU targets you select: host binaries are served in the kpack \
 layout the ROCm runtime loads, their code objects in per-target .kpack archives built on first use, and \
 architecture-specific database files of other targets are hidden; everything else passes through. bake writes \
-the same view to disk; inspect, archs and resolve look into installs and binaries without a GPU.";
+the same view to disk; inspect, archs and resolve look into installs and binaries without a GPU; split, verify, \
+recombine and split-wheel write the same split out for packaging pipelines (build artifacts and Python wheels).";
 
 /// The command tree as documented: built (so subcommands carry their
 /// `kpackfs-mount` display names) and without clap's `help` subcommand.
@@ -212,7 +213,19 @@ mod tests {
     #[test]
     fn one_man_page_per_visible_command() {
         let names: Vec<String> = man_pages().into_iter().map(|(n, _)| n).collect();
-        for n in ["kpackfs.1", "kpackfs-mount.1", "kpackfs-bake.1", "kpackfs-inspect.1", "kpackfs-archs.1", "kpackfs-resolve.1", "kpackfs-recompress.1"] {
+        for n in [
+            "kpackfs.1",
+            "kpackfs-mount.1",
+            "kpackfs-bake.1",
+            "kpackfs-inspect.1",
+            "kpackfs-archs.1",
+            "kpackfs-resolve.1",
+            "kpackfs-recompress.1",
+            "kpackfs-split.1",
+            "kpackfs-verify.1",
+            "kpackfs-recombine.1",
+            "kpackfs-split-wheel.1",
+        ] {
             assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
         }
         assert!(!names.iter().any(|n| n.contains("generate") || n.contains("help") || n.contains("watchdog")), "{names:?}");
@@ -230,6 +243,9 @@ mod tests {
             assert!(mount.contains(s), "kpackfs-mount.1 lacks {s}");
         }
         assert!(page("kpackfs-bake.1").contains("\\-\\-archive\\-compression"));
+        for (p, opt) in [("kpackfs-split.1", "\\-\\-component"), ("kpackfs-verify.1", "\\-\\-against"), ("kpackfs-recombine.1", "\\-\\-config"), ("kpackfs-split-wheel.1", "\\-\\-targets")] {
+            assert!(page(p).contains(opt), "{p} lacks {opt}");
+        }
     }
 
     #[test]
