@@ -61,8 +61,11 @@ fi
 # The DaemonSet example against the Kubernetes API schema (strict: a
 # misspelt field fails), for an older and the current release. The tool is
 # kept in target/ between runs.
-venv=target/ci-kubernetes-validate
-if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+# A venv's scripts name its absolute path: it lives where target/ really
+# is (CI's clone links target/ to the checkout's), and is rebuilt when it
+# no longer runs (made under another path, or its Python is gone).
+venv=$(realpath -m target)/ci-kubernetes-validate
+if ! "$venv/bin/kubernetes-validate" --help >/dev/null 2>&1; then
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check kubernetes-validate==1.37.0
