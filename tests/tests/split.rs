@@ -131,10 +131,22 @@ fn split_is_deterministic() {
         let t = |d: &TempDir| fs::metadata(d.path().join(rel)).unwrap().modified().unwrap();
         assert_eq!(t(&a), t(&b), "{rel}: times come from the input");
     }
-    // Both compression schemes verify.
+    // Both compression schemes verify, and so do archives named by
+    // processor (Windows' default: no ':' in any name).
     let c = tempdir();
     ok(split(input.path(), c.path(), "blas", &["--archive-compression", "none"]), "split none");
     ok(kp(&["verify".as_ref(), c.path().as_os_str(), "--against".as_ref(), input.path().as_os_str()]), "verify none");
+    let d = tempdir();
+    ok(split(input.path(), d.path(), "blas", &["--archive-names", "processor"]), "split processor names");
+    let names: Vec<String> = fs::read_dir(d.path().join("blas_gfx90a/math-libs/A/stage/.kpack")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["blas_gfx90a.kpack"]);
+    assert!(snapshot(d.path()).keys().all(|p| !p.to_string_lossy().contains(':')));
+    ok(kp(&["verify".as_ref(), d.path().as_os_str(), "--against".as_ref(), input.path().as_os_str()]), "verify processor names");
+    let work = tempdir();
+    let root = work.path().join("root");
+    fs::create_dir_all(&root).unwrap();
+    install(&[d.path().join("blas_generic"), d.path().join("blas_gfx90a")], &root);
+    check_stub_loads(&root.join("lib"), &LIBS, "gfx90a:xnack-", work.path());
 }
 
 #[test]
