@@ -359,6 +359,31 @@ fn make_symlink(target: &std::ffi::OsStr, at: &Path) -> io::Result<()> {
     std::os::windows::fs::symlink_file(target, at)
 }
 
+/// Every file (and, with `links`, symlink) below `root`, relative and
+/// sorted: the listing verify, recombine and split-wheel walk.
+pub(crate) fn tree_files(root: &Path, links: bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(root.join(&rel)) else { continue };
+        for e in rd.flatten() {
+            let r = rel.join(e.file_name());
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(r),
+                Ok(t) if t.is_file() || (links && t.is_symlink()) => out.push(r),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A relative path with `/` separators (archive and wheel names).
+pub(crate) fn slash(p: &Path) -> String {
+    p.iter().map(|c| c.to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
 /// Files (not counting the manifest) and their bytes under `dir`.
 fn count_files(dir: &Path) -> (u64, u64) {
     let mut n = (0, 0);

@@ -119,25 +119,6 @@ fn find_artifacts(shards: &Path) -> Result<(usize, Vec<Art>), SplitError> {
     Ok((nshards + usize::from(flat), out))
 }
 
-/// Files (and symlinks) of a tree, relative, sorted.
-fn files(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(root.join(&rel)) else { continue };
-        for e in rd.flatten() {
-            let r = rel.join(e.file_name());
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(r),
-                Ok(_) => out.push(r),
-                Err(_) => {}
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 fn is_kpm(rel: &Path) -> bool {
     rel.extension().is_some_and(|e| e == "kpm") && rel.parent().and_then(Path::file_name).is_some_and(|n| n == crate::view::KPACK_DIR)
 }
@@ -220,10 +201,10 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
         }
         // The generic artifact, once.
         if let Some(first) = generics.first() {
-            let list = files(&first.dir);
+            let list = super::tree_files(&first.dir, true);
             let mut kpm: Option<(PathBuf, PackManifest)> = None;
             for g in generics {
-                let other = files(&g.dir);
+                let other = super::tree_files(&g.dir, true);
                 let (a, b): (BTreeSet<_>, BTreeSet<_>) = (list.iter().filter(|p| !is_kpm(p)).collect(), other.iter().filter(|p| !is_kpm(p)).collect());
                 if let Some(p) = a.symmetric_difference(&b).next() {
                     return Err(SplitError::Usage(format!("generic artifacts of {c} differ: {} is in one shard ({}) but not another ({})", p.display(), first.shard, g.shard)));
@@ -279,7 +260,7 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
             let mut n = 0;
             for (p, a) in members {
                 claimed.insert(a.name.clone());
-                for f in files(&a.dir) {
+                for f in super::tree_files(&a.dir, true) {
                     if f.as_os_str() == super::manifest::ARTIFACT_MANIFEST {
                         continue;
                     }

@@ -95,7 +95,7 @@ pub struct Entry {
 impl Entry {
     /// `/`-separated path relative to the prefix.
     pub fn rel_str(&self) -> String {
-        self.rel.iter().map(|c| c.to_string_lossy()).collect::<Vec<_>>().join("/")
+        super::slash(&self.rel)
     }
 }
 

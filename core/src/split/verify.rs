@@ -104,27 +104,6 @@ fn artifacts(dir: &Path) -> Result<Vec<(String, PathBuf, Vec<String>)>, SplitErr
     Ok(out)
 }
 
-fn walk(root: &Path, out: &mut Vec<PathBuf>) {
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(root.join(&rel)) else { continue };
-        let mut names: Vec<_> = rd.flatten().collect();
-        names.sort_by_key(|e| e.file_name());
-        for e in names {
-            let r = rel.join(e.file_name());
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(r),
-                Ok(t) if t.is_file() => out.push(r),
-                _ => {}
-            }
-        }
-    }
-}
-
-fn rel_str(p: &Path) -> String {
-    p.iter().map(|c| c.to_string_lossy()).collect::<Vec<_>>().join("/")
-}
-
 /// The processor (artifact suffix) a target or database arch belongs to.
 fn processor_of(t: &str) -> String {
     TargetId::parse(t).map(|t| t.processor).unwrap_or_else(|_| t.trim_end_matches('*').to_string())
@@ -142,10 +121,8 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
     let mut tree: BTreeMap<String, Placed> = BTreeMap::new();
     let mut kpms: Vec<(String, PackManifest)> = Vec::new();
     if plain {
-        let mut files = Vec::new();
-        walk(dir, &mut files);
-        for f in files {
-            tree.insert(rel_str(&f), Placed { real: dir.join(&f), artifact: String::new(), prefix: String::new() });
+        for f in super::tree_files(dir, false) {
+            tree.insert(super::slash(&f), Placed { real: dir.join(&f), artifact: String::new(), prefix: String::new() });
         }
     }
     for (name, path, prefixes) in &arts {
@@ -153,13 +130,11 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
         for p in prefixes {
             let root = if p.is_empty() { path.clone() } else { path.join(p) };
             if !root.is_dir() {
-                r.problem("manifest", rel_str(&root), "prefix listed in artifact_manifest.txt does not exist");
+                r.problem("manifest", super::slash(&root), "prefix listed in artifact_manifest.txt does not exist");
                 continue;
             }
-            let mut files = Vec::new();
-            walk(&root, &mut files);
-            for f in files {
-                let rel = rel_str(&f);
+            for f in super::tree_files(&root, false) {
+                let rel = super::slash(&f);
                 if p.is_empty() && rel == super::manifest::ARTIFACT_MANIFEST {
                     continue;
                 }

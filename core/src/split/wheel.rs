@@ -115,25 +115,6 @@ fn extract(wheel: &Path, dir: &Path) -> Result<Vec<String>, SplitError> {
     Ok(names)
 }
 
-/// Every regular file under `root`, as sorted `/`-separated relative names.
-fn list(root: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(root.join(&rel)) else { continue };
-        for e in rd.flatten() {
-            let r = rel.join(e.file_name());
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(r),
-                Ok(t) if t.is_file() => out.push(r.iter().map(|c| c.to_string_lossy()).collect::<Vec<_>>().join("/")),
-                _ => {}
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// A zip under construction: (name in the wheel, file on disk or bytes).
 #[derive(Default)]
 struct Entries(Vec<(String, Source)>);
@@ -145,7 +126,7 @@ enum Source {
 
 impl Entries {
     fn add_tree(&mut self, root: &Path, under: &str, skip: &dyn Fn(&str) -> bool) {
-        for rel in list(root) {
+        for rel in super::tree_files(root, false).iter().map(|p| super::slash(p)) {
             if !skip(&rel) {
                 let name = if under.is_empty() { rel.clone() } else { format!("{under}/{rel}") };
                 self.0.push((name, Source::File(root.join(&rel))));

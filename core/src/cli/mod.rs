@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
+mod packaging;
+
 use crate::bundle::CcobMethod;
 use crate::db::Rules;
 use crate::machine::{Machine, RuntimeEnv};
@@ -22,6 +24,8 @@ use crate::target::{Selection, TargetId};
 use crate::data_cache::DiskCache;
 use crate::view::{ArchiveCompression, ArchiveNaming, CopyPolicy, View, ViewConfig};
 use crate::wrapper::WrapperKind;
+
+pub use packaging::{RecombineArgs, SplitArgs, SplitCompression, SplitOptions, SplitWheelArgs, VerifyArgs};
 
 /// A user-facing failure with its exit status.
 #[derive(Debug, PartialEq, Eq)]
@@ -245,102 +249,6 @@ pub struct RecompressArgs {
     pub level: i32,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum SplitCompression {
-    /// Scheme `none`.
-    None,
-    /// Scheme `zstd-per-kernel`, level 3 (what the newest upstream splitter writes).
-    Zstd,
-    /// `zstd` for objects from compressed (CCOB) bundles, else `none`.
-    Auto,
-}
-
-#[derive(Debug, Args)]
-pub struct SplitArgs {
-    /// The artifact: a directory with `artifact_manifest.txt` listing its
-    /// prefixes, or one install prefix.
-    pub input: PathBuf,
-    /// Where `<component>_generic/` and `<component>_<processor>/` go.
-    pub output: PathBuf,
-    /// Component name: names the artifacts, the archives and their group.
-    #[arg(long, short = 'c')]
-    pub component: String,
-    /// Keep only these targets (e.g. `gfx90a,gfx1100`; a processor keeps
-    /// its feature variants); others, such as a build system's fallback
-    /// target, are dropped. Default: every target found.
-    #[arg(long, value_name = "TARGET[,TARGET…]")]
-    pub targets: Option<String>,
-    #[arg(long, value_enum, default_value_t = SplitCompression::Zstd)]
-    pub archive_compression: SplitCompression,
-    /// How archives are named [default: target on Linux, processor on Windows].
-    #[arg(long, value_enum)]
-    pub archive_names: Option<Naming>,
-    /// Worker threads [default: all cores].
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
-    /// No progress on stderr (it is off anyway when stderr is not a terminal).
-    #[arg(short, long)]
-    pub quiet: bool,
-    #[command(flatten)]
-    pub db: DbRuleArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct SplitWheelArgs {
-    /// The fat wheel (NAME-VERSION-PY-ABI-PLATFORM.whl).
-    pub wheel: PathBuf,
-    /// Where the host wheel (same file name) and the device wheels go.
-    pub output: PathBuf,
-    /// Keep only these targets (as for `split`).
-    #[arg(long, value_name = "TARGET[,TARGET…]")]
-    pub targets: Option<String>,
-    #[arg(long, value_enum, default_value_t = SplitCompression::Zstd)]
-    pub archive_compression: SplitCompression,
-    /// How archives are named [default: target on Linux, processor on Windows].
-    #[arg(long, value_enum)]
-    pub archive_names: Option<Naming>,
-    /// Worker threads [default: all cores].
-    #[arg(long, short = 'j')]
-    pub jobs: Option<usize>,
-    /// No progress on stderr.
-    #[arg(short, long)]
-    pub quiet: bool,
-    #[command(flatten)]
-    pub db: DbRuleArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct VerifyArgs {
-    /// An artifact, a directory of artifacts (split or recombine output),
-    /// or an installed tree.
-    pub dir: PathBuf,
-    /// The fat input the output was made from: each wrapper must resolve
-    /// to the code object the fat original's runtime would pick.
-    #[arg(long, value_name = "FAT_DIR")]
-    pub against: Option<PathBuf>,
-    /// Check only these targets (an installation holding some device
-    /// packages only); default: every target the archives and pack
-    /// manifests claim.
-    #[arg(long, value_name = "TARGET[,TARGET…]")]
-    pub targets: Option<String>,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub db: DbRuleArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct RecombineArgs {
-    /// Directory of shards: each a split output (`<component>_generic/`,
-    /// `<component>_<processor>/`), or artifacts side by side.
-    pub shards: PathBuf,
-    pub output: PathBuf,
-    /// JSON: {"groups": {"<group>": ["gfx90a", "gfx942"], …}}.
-    #[arg(long, value_name = "FILE")]
-    pub config: PathBuf,
-}
-
 /// `256M`, `1G`, `4096`, `64k` → bytes.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -425,7 +333,7 @@ pub fn this_machine(what: &str) -> Result<Machine, Failure> {
 }
 
 /// `--arch` with each `auto` replaced by this machine's target IDs.
-fn expand_auto(arch: &str) -> Result<String, Failure> {
+pub(super) fn expand_auto(arch: &str) -> Result<String, Failure> {
     if !arch.split(',').any(|p| p.trim() == "auto") {
         return Ok(arch.to_string());
     }
@@ -488,7 +396,7 @@ pub fn selection_warning(source: &Path, selection: &Selection) -> Option<String>
 
 /// Writes command output to stdout; a reader that went away (`| head`)
 /// ends the output quietly instead of panicking.
-fn emit(text: &str) -> Result<(), Failure> {
+pub(super) fn emit(text: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
@@ -499,7 +407,7 @@ fn emit(text: &str) -> Result<(), Failure> {
 
 /// A progress line that overwrites the previous one (padding instead of
 /// ANSI escapes, which older Windows consoles print literally).
-fn status_line(s: &str) -> String {
+pub(super) fn status_line(s: &str) -> String {
     let s: String = s.chars().take(110).collect();
     format!("\r{s:<110}")
 }
@@ -646,154 +554,6 @@ fn recompress(a: RecompressArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Worker threads: the user's count, else every core.
-fn jobs(j: Option<usize>) -> usize {
-    j.filter(|n| *n > 0).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-/// Runs `work` while a progress bar on stderr follows `p` (only when
-/// stderr is a terminal and not `quiet`).
-fn with_progress<T>(what: &str, quiet: bool, p: &crate::split::Progress, work: impl FnOnce() -> T) -> T {
-    use std::io::IsTerminal;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    if quiet || !std::io::stderr().is_terminal() {
-        return work();
-    }
-    let done = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(200));
-                let (d, t) = (p.bytes_done.load(Ordering::Relaxed), p.bytes_total.load(Ordering::Relaxed));
-                let line = if t == 0 {
-                    format!("{what}: scanning…")
-                } else {
-                    let frac = (d as f64 / t as f64).min(1.0);
-                    let bar: String = (0..30).map(|i| if (i as f64) < frac * 30.0 { '#' } else { '.' }).collect();
-                    format!("{what}: [{bar}] {:>3.0}% {} / {}", frac * 100.0, human(d), human(t))
-                };
-                eprint!("{}", status_line(&line));
-                let _ = std::io::stderr().flush();
-            }
-            eprint!("{}\r", status_line(""));
-        });
-        let r = work();
-        done.store(true, Ordering::Relaxed);
-        r
-    })
-}
-
-/// The split configuration the packager's commands share.
-#[allow(clippy::too_many_arguments)]
-fn split_config(component: &str, targets: Option<&str>, compression: SplitCompression, naming: Option<Naming>, default_naming: Naming, j: Option<usize>, db: &DbRuleArgs) -> Result<crate::split::SplitConfig, Failure> {
-    let targets = targets.map(|t| Selection::parse(&expand_auto(t)?).map_err(|e| Failure::usage(format!("--targets {t:?}: {e}")))).transpose()?;
-    Ok(crate::split::SplitConfig {
-        component: component.to_string(),
-        targets,
-        naming: naming.unwrap_or(default_naming).into(),
-        compression: match compression {
-            SplitCompression::None => ArchiveCompression::None,
-            SplitCompression::Zstd => ArchiveCompression::Zstd,
-            SplitCompression::Auto => ArchiveCompression::Auto,
-        },
-        rules: Arc::new(db.rules()?),
-        jobs: jobs(j),
-    })
-}
-
-fn split_failure(e: crate::split::SplitError) -> Failure {
-    match e {
-        crate::split::SplitError::Usage(m) => Failure::usage(m),
-        other => Failure::runtime(other.to_string()),
-    }
-}
-
-fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Result<(), Failure> {
-    let cfg = split_config("wheel", a.targets.as_deref(), a.archive_compression, a.archive_names, default_naming, a.jobs, &a.db)?;
-    let start = Instant::now();
-    let progress = crate::split::Progress::default();
-    let r = with_progress("splitting wheel", a.quiet, &progress, || crate::split::wheel::split_wheel(&a.wheel, &a.output, &cfg, &progress)).map_err(split_failure)?;
-    if !r.split.dropped_targets.is_empty() {
-        eprintln!("dropped targets not selected: {}", r.split.dropped_targets.join(", "));
-    }
-    let mut text = format!("{}\n", r.host.display());
-    for d in &r.devices {
-        text.push_str(&format!("{}\n", d.display()));
-    }
-    emit(&text)?;
-    eprintln!("split {} in {:.2}s: host wheel + {} device wheel(s), {} binaries transformed", a.wheel.display(), start.elapsed().as_secs_f64(), r.devices.len(), r.split.transformed);
-    Ok(())
-}
-
-fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Failure> {
-    let cfg = split_config(&a.component, a.targets.as_deref(), a.archive_compression, a.archive_names, default_naming, a.jobs, &a.db)?;
-    let start = Instant::now();
-    let progress = crate::split::Progress::default();
-    let r = with_progress("splitting", a.quiet, &progress, || crate::split::split(&a.input, &a.output, &cfg, &progress)).map_err(split_failure)?;
-    for (bin, why) in &r.refused {
-        log::warn!("{bin}: fat binary copied unchanged: {why}");
-    }
-    if !r.dropped_targets.is_empty() {
-        eprintln!("dropped targets not selected: {}", r.dropped_targets.join(", "));
-    }
-    if r.artifacts.len() == 1 {
-        eprintln!("{}: nothing target-specific (no fat binary, no database file); only the generic artifact was written", a.component);
-    }
-    let mut text = String::new();
-    use std::fmt::Write as _;
-    for art in &r.artifacts {
-        let _ = writeln!(text, "{:<40} {:>7} files {:>12}", art.name, art.files, human(art.bytes));
-    }
-    emit(&text)?;
-    eprintln!(
-        "split {} in {:.2}s: {} binaries transformed, {} archives, {} database files routed",
-        a.input.display(),
-        start.elapsed().as_secs_f64(),
-        r.transformed,
-        r.archives.len(),
-        r.db_files
-    );
-    Ok(())
-}
-
-fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
-    let rules = a.db.rules()?;
-    let only = a.targets.as_deref().map(|t| Selection::parse(t).map_err(|e| Failure::usage(format!("--targets {t:?}: {e}")))).transpose()?;
-    let r = crate::split::verify::verify(&a.dir, a.against.as_deref(), only.as_ref(), &rules).map_err(split_failure)?;
-    if a.json {
-        let problems: Vec<serde_json::Value> = r.problems.iter().map(|p| serde_json::json!({"check": p.check, "path": p.path, "message": p.message})).collect();
-        let v = serde_json::json!({
-            "ok": r.ok(), "artifacts": r.artifacts, "binaries": r.binaries, "archives": r.archives,
-            "targets": r.targets, "resolved": r.resolved, "problems": problems,
-        });
-        emit(&format!("{v}\n"))?;
-    } else {
-        let mut text = String::new();
-        for p in &r.problems {
-            text.push_str(&format!("{}: {}: {}\n", p.check, p.path, p.message));
-        }
-        text.push_str(&r.summary());
-        text.push('\n');
-        emit(&text)?;
-    }
-    if r.ok() {
-        Ok(())
-    } else {
-        Err(Failure::runtime(format!("{} problem(s)", r.problems.len())))
-    }
-}
-
-fn recombine_cmd(a: RecombineArgs) -> Result<(), Failure> {
-    let r = crate::split::recombine::recombine(&a.shards, &a.output, &a.config).map_err(split_failure)?;
-    let mut text = String::new();
-    for (name, files) in &r.artifacts {
-        text.push_str(&format!("{name:<40} {files:>7} files\n"));
-    }
-    emit(&text)?;
-    eprintln!("recombined {} shard(s) into {} artifact(s)", r.shards, r.artifacts.len());
-    Ok(())
-}
-
 /// Runs one of the commands every platform shares; `default_naming` is how
 /// the platform names archives unless `--archive-names` says otherwise.
 pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Failure> {
@@ -803,10 +563,10 @@ pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Fail
         CommonCommand::Archs { source, machine, db } => archs(source.as_deref(), machine, &db),
         CommonCommand::Resolve(r) => resolve_cmd(r),
         CommonCommand::Recompress(r) => recompress(r),
-        CommonCommand::Split(a) => split_cmd(a, default_naming),
-        CommonCommand::Verify(a) => verify_cmd(a),
-        CommonCommand::Recombine(a) => recombine_cmd(a),
-        CommonCommand::SplitWheel(a) => split_wheel_cmd(a, default_naming),
+        CommonCommand::Split(a) => packaging::split_cmd(a, default_naming),
+        CommonCommand::Verify(a) => packaging::verify_cmd(a),
+        CommonCommand::Recombine(a) => packaging::recombine_cmd(a),
+        CommonCommand::SplitWheel(a) => packaging::split_wheel_cmd(a, default_naming),
     }
 }
 
