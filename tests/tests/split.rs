@@ -169,6 +169,11 @@ fn nothing_target_specific_gives_only_generic() {
     fs::write(bad.path().join("artifact_manifest.txt"), "../../etc\n").unwrap();
     assert_eq!(split(bad.path(), tempdir().path(), "blas", &[]).status.code(), Some(2));
     assert_eq!(split(fat.path(), tempdir().path(), "../x", &[]).status.code(), Some(2));
+    let linked = artifact();
+    std::os::unix::fs::symlink("/usr/share/doc", linked.path().join("docs")).unwrap();
+    fs::write(linked.path().join("artifact_manifest.txt"), "math-libs/A/stage\ndocs\n").unwrap();
+    let o = split(linked.path(), tempdir().path(), "blas", &[]);
+    assert_eq!(o.status.code(), Some(2), "a prefix through a symlink: {}", text(&o));
     let inside = fat.path().join("math-libs/out");
     assert_eq!(split(fat.path(), &inside, "blas", &[]).status.code(), Some(2));
     assert!(!inside.exists(), "nothing written inside the input");

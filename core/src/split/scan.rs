@@ -41,8 +41,14 @@ impl Input {
         match read_artifact_manifest(&root)? {
             Some(prefixes) => {
                 for p in &prefixes {
-                    if !root.join(p).is_dir() {
-                        return Err(SplitError::Usage(format!("{}: prefix {p:?} of {ARTIFACT_MANIFEST} is not a directory", root.display())));
+                    // Every component a real directory: a prefix may not
+                    // lead out of the artifact through a symlink.
+                    let mut at = root.clone();
+                    for c in p.split('/').filter(|c| !c.is_empty()) {
+                        at.push(c);
+                        if !std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+                            return Err(SplitError::Usage(format!("{}: prefix {p:?} of {ARTIFACT_MANIFEST} is not a directory inside the artifact", root.display())));
+                        }
                     }
                 }
                 Ok(Input { root, prefixes, manifest: true })
