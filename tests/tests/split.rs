@@ -260,3 +260,33 @@ fn verify_reports_tampering_and_contamination() {
     assert!(t.contains("contamination: lib/rocblas/library/TensileLibrary_gfx90a.dat"), "{t}");
     assert!(t.contains("converted: lib/libfat.so"), "{t}");
 }
+
+/// Compressed bundles (ROCm 6.2+ CCOB, v3 zstd and v2 zlib, made with
+/// `kpackfs recompress`): each bundle is decoded once for every target's
+/// archive, and the result loads exactly as from plain bundles.
+#[test]
+fn compressed_bundles_split_exactly() {
+    let input = tempdir();
+    let lib = input.path().join("lib");
+    fs::create_dir_all(&lib).unwrap();
+    for (i, name) in LIBS.iter().enumerate() {
+        let (v, m) = if i % 2 == 0 { ("3", "zstd") } else { ("2", "zlib") };
+        let src = assets().join("bin").join(name);
+        ok(
+            kp(&["recompress".as_ref(), src.as_os_str(), lib.join(name).as_os_str(), "--ccob-version".as_ref(), v.as_ref(), "--method".as_ref(), m.as_ref()]),
+            "recompress",
+        );
+        let info = text(&ok(kp(&["inspect".as_ref(), lib.join(name).as_os_str()]), "inspect"));
+        assert!(info.contains(&format!("CCOB v{v}")), "{info}");
+    }
+    for compression in ["auto", "none"] {
+        let out = tempdir();
+        ok(split(input.path(), out.path(), "ccob", &["--archive-compression", compression]), "split");
+        ok(kp(&["verify".as_ref(), out.path().as_os_str(), "--against".as_ref(), input.path().as_os_str()]), "verify");
+        let work = tempdir();
+        let root = work.path().join("root");
+        fs::create_dir_all(&root).unwrap();
+        install(&[out.path().join("ccob_generic"), out.path().join("ccob_gfx1030")], &root);
+        check_stub_loads(&root.join("lib"), &LIBS, "gfx1030", work.path());
+    }
+}

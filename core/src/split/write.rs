@@ -69,6 +69,40 @@ struct Frames {
     at: Vec<Option<(u64, u64)>>,
 }
 
+/// Bytes of decoded bundles held at once, over all workers: the largest
+/// real bundles decode to ~100 MB (librocsparse's), and two workers each
+/// holding one would double the peak. A bundle larger than the budget
+/// still decodes, alone.
+const DECODE_BUDGET: u64 = 128 << 20;
+
+#[derive(Default)]
+struct DecodeBudget {
+    used: Mutex<u64>,
+    freed: std::sync::Condvar,
+}
+
+/// A share of the budget, returned on drop.
+struct Held<'a>(&'a DecodeBudget, u64);
+
+impl DecodeBudget {
+    fn take(&self, n: u64) -> Held<'_> {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *used > 0 && *used + n > DECODE_BUDGET {
+            used = self.freed.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += n;
+        Held(self, n)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut used = self.0.used.lock().unwrap_or_else(|p| p.into_inner());
+        *used -= self.1;
+        self.0.freed.notify_all();
+    }
+}
+
 /// Objects cut from one source chunk: (archive, ordinal, location).
 type ChunkOuts = Vec<(usize, u64, ObjectLocation)>;
 
@@ -135,6 +169,7 @@ pub fn run(
     progress.jobs_total.fetch_add(work.len(), Ordering::Relaxed);
 
     let next = AtomicUsize::new(0);
+    let budget = DecodeBudget::default();
     let failed = AtomicBool::new(false);
     let errors: Mutex<Vec<SplitError>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -147,7 +182,7 @@ pub fn run(
                 let Some(job) = work.get(k) else { break };
                 let r = match job {
                     Job::File(f) => write_file(trees, &entries[f.entry], &f.dest),
-                    Job::Objects { entry, outs: list } => write_objects(trees, &entries[*entry], list, &outs),
+                    Job::Objects { entry, outs: list } => write_objects(trees, &entries[*entry], list, &outs, &budget),
                 };
                 match r {
                     Ok(()) => {
@@ -207,24 +242,28 @@ fn write_file(trees: &[SourceTree], e: &Entry, dest: &Path) -> Result<(), SplitE
     crate::copy::set_perm(dest, e.stat.perm).map_err(werr)
 }
 
-fn write_objects(trees: &[SourceTree], e: &Entry, list: &[(usize, u64, ObjectLocation)], outs: &[ArchiveOut]) -> Result<(), SplitError> {
+fn write_objects(trees: &[SourceTree], e: &Entry, list: &[(usize, u64, ObjectLocation)], outs: &[ArchiveOut], budget: &DecodeBudget) -> Result<(), SplitError> {
     let (src, path) = open_source(trees, e)?;
     let rerr = |err: std::io::Error| SplitError::io(&path, err);
     // A CCOB: decoded once, every target's objects cut from it.
+    let mut _held = None;
     let decoded = match list.first().map(|(_, _, l)| l) {
         Some(ObjectLocation::InCcob { ccob_at, ccob_len, header, .. }) => {
+            _held = Some(budget.take(header.uncompressed_size));
             Some(ccob::decode_range(&src, *ccob_at, *ccob_len, header, 0, header.uncompressed_size).map_err(|err| SplitError::Bundle(path.clone(), err.to_string()))?)
         }
         _ => None,
     };
     for (ai, ord, loc) in list {
         let out = &outs[*ai];
-        let bytes: Option<Vec<u8>> = match (loc, &decoded) {
+        // Cut from the decoded bundle without a copy; a plain object to
+        // compress is read once.
+        let bytes: Option<std::borrow::Cow<[u8]>> = match (loc, &decoded) {
             (ObjectLocation::InCcob { offset, len, .. }, Some(d)) => {
                 let r = usize::try_from(*offset).ok().zip(usize::try_from(offset + len).ok()).and_then(|(a, b)| d.get(a..b));
-                Some(r.ok_or_else(|| SplitError::Bundle(path.clone(), "object outside its decoded bundle".into()))?.to_vec())
+                Some(r.ok_or_else(|| SplitError::Bundle(path.clone(), "object outside its decoded bundle".into()))?.into())
             }
-            (ObjectLocation::Range { offset, len }, _) if out.frames.is_some() => Some(read_vec_at(&src, *offset, *len as usize).map_err(rerr)?),
+            (ObjectLocation::Range { offset, len }, _) if out.frames.is_some() => Some(read_vec_at(&src, *offset, *len as usize).map_err(rerr)?.into()),
             (ObjectLocation::Range { offset, len }, _) => {
                 let (pos, n) = out.positions[*ord as usize];
                 debug_assert_eq!(n, *len);
