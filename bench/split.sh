@@ -11,7 +11,8 @@
 # wall time and peak RSS (GNU time %e %M):
 #   * cp -r of the input (the floor for "rewrite an install");
 #   * kpackfs split, all targets, --archive-compression zstd (upstream's
-#     default) and none;
+#     default) and none; and of the same libraries recompressed to CCOB v3
+#     (ROCm 6.2+'s compressed bundles);
 #   * kpackfs verify --against the input (every wrapper, every target,
 #     both loaders, byte-exact);
 #   * kpackfs split-wheel of a wheel holding the same libraries, against
@@ -63,6 +64,14 @@ for r in $(seq $REPS); do
   cat "$W/time.txt" >> "$W/verify.txt"
 done
 
+# The same libraries with CCOB v3 (zstd) bundles, as ROCm 6.2+ ships them:
+# every bundle is decoded once for all targets.
+mkdir -p "$W/ccob/lib"
+for l in $LIBS; do "$K" recompress "$W/src/lib/$l" "$W/ccob/lib/$l" 2>/dev/null; done
+for r in $(seq $REPS); do
+  run split_ccob "$K" split "$W/ccob" "$W/out" -c rocm -q
+done
+
 # A wheel holding the libraries (stored deflated, as wheels are).
 HAVE_WHEEL=0
 if "$K" split-wheel --help > /dev/null 2>&1; then
@@ -106,6 +115,7 @@ ref_s=237; ref_kib=$((3900 * 1024))
   for n in cp split_zstd split_none; do
     echo "| $n | $(col $n 1) s | $(col $n 2) KiB | $(ratio "$(col $n 1)" "$(col cp 1)") | $(ratio "$(col $n 2)" "$(col cp 2)") |"
   done
+  echo "| split_ccob (same libraries, CCOB v3 bundles: decode + zstd) | $(col split_ccob 1) s | $(col split_ccob 2) KiB | $(ratio "$(col split_ccob 1)" "$(col cp 1)") | $(ratio "$(col split_ccob 2)" "$(col cp 2)") |"
   echo "| verify --against (every wrapper × target × 2 loaders) | $(col verify 1) s | $(col verify 2) KiB | $(ratio "$(col verify 1)" "$(col cp 1)") | $(ratio "$(col verify 2)" "$(col cp 2)") |"
   if [ $MODE = full ]; then
     echo

@@ -179,7 +179,10 @@ impl Entries {
             .map_err(zerr)?;
         z.write_all(record.as_bytes()).map_err(|e| SplitError::io(path, e))?;
         let w = z.finish().map_err(zerr)?;
-        w.into_inner().map_err(|e| SplitError::io(path, e.into_error()))?.sync_all().map_err(|e| SplitError::io(path, e))
+        // No fsync, as cp, tar and pip do not: the staging directory is
+        // what keeps a failed run from leaving partial output behind.
+        w.into_inner().map_err(|e| SplitError::io(path, e.into_error()))?;
+        Ok(())
     }
 }
 

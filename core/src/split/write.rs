@@ -205,7 +205,6 @@ pub fn run(
             assemble_zstd(a, &o.file, &o.path, frames.into_inner().unwrap_or_else(|p| p.into_inner()))?;
             let _ = std::fs::remove_file(&o.frames_path);
         }
-        o.file.sync_all().map_err(|e| SplitError::io(&o.path, e))?;
     }
     Ok(())
 }
