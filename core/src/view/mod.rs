@@ -96,7 +96,10 @@ pub struct View {
     analyses: Arc<Analyses>,
     /// Last identity seen per path, to drop plans of replaced files.
     current: Arc<DashMap<PathBuf, SourceId>>,
-    probes: Arc<DashMap<SourceId, bool>>,
+    /// Fatness of the last probed version of each path (one entry per
+    /// path: a file replaced again and again keeps one entry, not one per
+    /// version, so memory stays flat over long runs).
+    probes: Arc<DashMap<PathBuf, (SourceId, bool)>>,
     listings: DashMap<PathBuf, Arc<Listing>>,
     caches: Arc<Caches>,
     slots: Arc<Slots>,
@@ -431,25 +434,16 @@ impl View {
         match name {
             Some(n) => {
                 let p = dir.join(n);
+                self.probes.remove(&p);
                 if let Some((_, id)) = self.current.remove(&p) {
                     self.analyses.remove(&(id, p));
-                    self.probes.remove(&id);
                 }
             }
             None => {
                 let in_dir = |p: &Path| p.parent() == Some(dir);
-                let mut ids = Vec::new();
-                self.current.retain(|p, id| {
-                    let keep = !in_dir(p);
-                    if !keep {
-                        ids.push(*id);
-                    }
-                    keep
-                });
+                self.current.retain(|p, _| !in_dir(p));
                 self.analyses.retain(|(_, p), _| !in_dir(p));
-                for id in ids {
-                    self.probes.remove(&id);
-                }
+                self.probes.retain(|p, _| !in_dir(p));
             }
         }
     }

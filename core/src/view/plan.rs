@@ -55,8 +55,8 @@ impl View {
     /// time, so its `.kpack` directory never goes missing for good while
     /// the binary itself is served transformed.
     pub(super) fn probe(&self, rel: &Path, st: &SourceStat) -> bool {
-        if let Some(p) = self.probes.get(&st.id()) {
-            return *p;
+        if let Some(p) = self.probes.get(rel).filter(|p| p.0 == st.id()) {
+            return p.1;
         }
         // A plan made for this very version already knows.
         if let Some(cell) = self.analyses.get(&(st.id(), rel.to_path_buf())).map(|c| c.clone()) {
@@ -71,7 +71,7 @@ impl View {
         };
         match fat {
             Ok(fat) => {
-                self.probes.insert(st.id(), fat);
+                self.probes.insert(rel.to_path_buf(), (st.id(), fat));
                 fat
             }
             Err(e) => {
