@@ -189,6 +189,7 @@ impl View {
             cache_bytes: c.bytes.load(Ordering::Relaxed),
             cache_limit: self.caches.memory.limit(),
             inodes: self.inodes.len() as u64,
+            plans: self.analyses.len() as u64,
             disk: self.caches.disk.as_ref().map(|d| DiskSnapshot {
                 hits: d.stats.hits.load(Ordering::Relaxed),
                 misses: d.stats.misses.load(Ordering::Relaxed),

@@ -104,7 +104,16 @@ impl View {
             self.analyses.clear();
             self.probes.clear();
         }
-        let cell = self.analyses.entry(key).or_insert_with(|| Arc::new(OnceLock::new())).clone();
+        let cell = self.analyses.entry(key.clone()).or_insert_with(|| Arc::new(OnceLock::new())).clone();
+        // A newer version seen meanwhile removed the older plans before
+        // this one went in: this request still uses its plan, but the
+        // table must not keep it, or a file replaced under busy readers
+        // leaves a dead plan behind now and then (a slow leak, up to
+        // MAX_PLANS of them). Whoever moves `current` on after this check
+        // removes this entry itself.
+        if self.current.get(rel).map(|c| *c) != Some(fst.id()) {
+            self.analyses.remove(&key);
+        }
         let a = cell
             .get_or_init(|| {
                 let rs = rel_str(rel);

@@ -178,6 +178,10 @@ pub struct StatsSnapshot {
     pub cache_limit: u64,
     /// Inodes in the table (what the kernel holds, and the root).
     pub inodes: u64,
+    /// Plans held (at most one per source path in use, plus versions still
+    /// being planned): with `inodes`, what shows memory follows the live
+    /// set rather than every version ever seen.
+    pub plans: u64,
     /// Disk cache counters, when the view has a cache directory.
     pub disk: Option<DiskSnapshot>,
 }
@@ -205,6 +209,7 @@ impl fmt::Display for StatsSnapshot {
         writeln!(f, "cache_bytes {}", self.cache_bytes)?;
         writeln!(f, "cache_limit {}", self.cache_limit)?;
         writeln!(f, "inodes {}", self.inodes)?;
+        writeln!(f, "plans {}", self.plans)?;
         if let Some(d) = &self.disk {
             writeln!(f, "disk_hits {}", d.hits)?;
             writeln!(f, "disk_misses {}", d.misses)?;
