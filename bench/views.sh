@@ -78,7 +78,7 @@ ratio() { echo "scale=2; $1 / $2" | bc -l; }
     echo
     echo "### Soak (tests/tests/soak.rs)"
     echo
-    grep "^soak " "$SOAK_LOG" | sed 's/^/    /'
+    grep -E "^soak |^RSS \(KiB\) over time" "$SOAK_LOG" | sed 's/^/    /'
   fi
 } | tee "$W/RESULTS.md"
 [ $MODE = full ] && cp "$W/RESULTS.md" "$ROOT/bench/RESULTS-views.md"
