@@ -92,15 +92,15 @@ fn the_inode_table_returns_to_the_live_set_after_the_kernel_forgets() {
 /// are made of.
 const LIBS: &[(&str, &str, &str)] = &[("liba.so", "libtwo.so", "libmulti.so"), ("libb.so", "libmulti.so", "librdc.so"), ("libc.so", "librdc.so", "libtwo.so")];
 
-/// Every file of the view of a source holding, for each library, version
-/// `v` (0 or 1) of it.
-fn view_of_version(v: usize, arch: &str) -> HashMap<PathBuf, Vec<u8>> {
+/// Every file of the view (made with `args`) of a source holding, for each
+/// library, version `v` (0 or 1) of it, from the binaries in `bin`.
+fn view_of_version(bin: &Path, v: usize, arch: &str, args: &[&str]) -> HashMap<PathBuf, Vec<u8>> {
     let src = tempdir();
     fs::create_dir_all(src.path().join("lib")).unwrap();
     for (name, a, b) in LIBS {
-        fs::copy(assets().join("bin").join(if v == 0 { a } else { b }), src.path().join("lib").join(name)).unwrap();
+        fs::copy(bin.join(if v == 0 { a } else { b }), src.path().join("lib").join(name)).unwrap();
     }
-    let baked = bake(src.path(), arch, &[]);
+    let baked = bake(src.path(), arch, args);
     let out = baked.path().join("out");
     snapshot(&out)
         .into_iter()
@@ -111,17 +111,39 @@ fn view_of_version(v: usize, arch: &str) -> HashMap<PathBuf, Vec<u8>> {
 
 #[test]
 fn replacing_libraries_under_readers_keeps_memory_and_inodes_flat() {
+    soak(&assets().join("bin"), &[]);
+}
+
+/// The same with compressed (CCOB) bundles served as uncompressed
+/// archives without a cache directory: every archive read goes through the
+/// memory cache of decoded code objects, whose entries of replaced
+/// versions must leave with them.
+#[test]
+fn replacing_compressed_libraries_keeps_decoded_objects_to_the_live_versions() {
+    let bin = tempdir();
+    for asset in ["libtwo.so", "libmulti.so", "librdc.so"] {
+        let st = Command::new(kpackfs()).arg("recompress").arg(assets().join("bin").join(asset)).arg(bin.path().join(asset)).stderr(std::process::Stdio::null()).status().unwrap();
+        assert!(st.success(), "recompress {asset}");
+    }
+    soak(bin.path(), &["--cache-dir", "none", "--archive-compression", "none"]);
+}
+
+fn soak(bin: &Path, args: &[&str]) {
     require_root();
     let secs: u64 = std::env::var("KPACKFS_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
     let arch = "gfx90a";
-    let versions = [view_of_version(0, arch), view_of_version(1, arch)];
+    let versions = [view_of_version(bin, 0, arch, args), view_of_version(bin, 1, arch, args)];
+    // Decoded objects of one version of every library: what the archives
+    // of the view hold.
+    let archive_bytes = |v: &HashMap<PathBuf, Vec<u8>>| -> u64 { v.iter().filter(|(p, _)| p.extension().is_some_and(|e| e == "kpack")).map(|(_, b)| b.len() as u64).sum() };
+    let live_bytes = versions.iter().map(archive_bytes).max().unwrap_or(0);
     let src = tempdir();
     let root = src.path().to_path_buf();
     fs::create_dir_all(root.join("lib")).unwrap();
     for (name, a, _) in LIBS {
-        fs::copy(assets().join("bin").join(a), root.join("lib").join(name)).unwrap();
+        fs::copy(bin.join(a), root.join("lib").join(name)).unwrap();
     }
-    let m = Mount::new(Some(&root), arch, &["--threads", "4"]);
+    let m = Mount::new(Some(&root), arch, &[&["--threads", "4"], args].concat());
     let pid = m.child.as_ref().unwrap().id();
     // Every name either version shows, and the bytes each version has.
     let mut names: Vec<PathBuf> = versions.iter().flat_map(|v| v.keys().cloned()).collect();
@@ -141,7 +163,7 @@ fn replacing_libraries_under_readers_keeps_memory_and_inodes_flat() {
     let (mut rss_peak, mut inodes_peak) = (rss_start, inodes_start);
 
     let replacer = {
-        let (root, stop, replaced) = (root.clone(), stop.clone(), replaced.clone());
+        let (root, stop, replaced, bin) = (root.clone(), stop.clone(), replaced.clone(), bin.to_path_buf());
         std::thread::spawn(move || {
             let mut v = 0;
             while !stop.load(Ordering::Relaxed) {
@@ -149,7 +171,7 @@ fn replacing_libraries_under_readers_keeps_memory_and_inodes_flat() {
                 for (name, a, b) in LIBS {
                     // The usual upgrade: write a new file, rename it over.
                     let tmp = root.join("lib").join(format!(".{name}.new"));
-                    fs::copy(assets().join("bin").join(if v == 0 { a } else { b }), &tmp).unwrap();
+                    fs::copy(bin.join(if v == 0 { a } else { b }), &tmp).unwrap();
                     fs::rename(&tmp, root.join("lib").join(name)).unwrap();
                     replaced.fetch_add(1, Ordering::Relaxed);
                 }
@@ -218,9 +240,9 @@ fn replacing_libraries_under_readers_keeps_memory_and_inodes_flat() {
         drop_kernel_inodes();
         inodes(&m.mnt) <= 1
     });
-    let (rss_end, inodes_end, plans_end) = (rss_kib(pid), inodes(&m.mnt), stat(&m.mnt, "plans"));
+    let (rss_end, inodes_end, plans_end, cached_end) = (rss_kib(pid), inodes(&m.mnt), stat(&m.mnt, "plans"), stat(&m.mnt, "cache_bytes"));
     eprintln!(
-        "soak {secs} s: {} reads, {} replacements, {} bad, {} ESTALE; RSS start {rss_start} KiB, peak {rss_peak} KiB, end {rss_end} KiB; inodes start {inodes_start}, peak {inodes_peak}, end {inodes_end}; plans held at the end {plans_end}",
+        "soak {secs} s: {} reads, {} replacements, {} bad, {} ESTALE; RSS start {rss_start} KiB, peak {rss_peak} KiB, end {rss_end} KiB; inodes start {inodes_start}, peak {inodes_peak}, end {inodes_end}; plans held at the end {plans_end}; decoded bytes cached at the end {cached_end} (one version's archives: {live_bytes})",
         reads.load(Ordering::Relaxed),
         replaced.load(Ordering::Relaxed),
         bad.load(Ordering::Relaxed),
@@ -240,6 +262,10 @@ fn replacing_libraries_under_readers_keeps_memory_and_inodes_flat() {
     // grows with time — it did, by about 0.5 MB of RSS a minute, before
     // such plans were dropped.
     assert!(plans_end <= LIBS.len() as u64, "{plans_end} plans held for {} libraries", LIBS.len());
+    // Decoded objects: those of the live versions, and at most as much
+    // again from readers of a version replaced under them (a plain source
+    // decodes nothing).
+    assert!(cached_end <= 2 * live_bytes, "{cached_end} decoded bytes cached; one version of every library has {live_bytes}");
     // Flat: no growth with the number of versions seen (each replacement
     // is a new version; hundreds happened).
     assert!(rss_end <= rss_start + 16 * 1024, "RSS grew from {rss_start} to {rss_end} KiB");

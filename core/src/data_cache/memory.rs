@@ -21,8 +21,11 @@ pub struct CacheStats {
 
 type Slot<E> = Arc<OnceLock<Result<Arc<Vec<u8>>, E>>>;
 
+/// A value and its tag (see [`ByteLru::evict_tag`]).
+type Tagged = (u64, Arc<Vec<u8>>);
+
 pub struct ByteLru<K: Hash + Eq + Clone, E: Clone> {
-    lru: Mutex<LruCache<K, Arc<Vec<u8>>>>,
+    lru: Mutex<LruCache<K, Tagged>>,
     inflight: DashMap<K, Slot<E>>,
     limit: u64,
     pub stats: CacheStats,
@@ -50,12 +53,19 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
 
     fn lookup(&self, k: &K) -> Option<Arc<Vec<u8>>> {
         let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
-        lru.get(k).cloned()
+        lru.get(k).map(|(_, v)| v.clone())
     }
 
     /// Returns the cached value for `k`, or runs `load` once for all
     /// concurrent callers and caches its result (if it fits).
     pub fn get_or_load(&self, k: &K, load: impl FnOnce() -> Result<Arc<Vec<u8>>, E>) -> Result<Arc<Vec<u8>>, E> {
+        self.get_or_load_tagged(k, 0, load)
+    }
+
+    /// [`get_or_load`](Self::get_or_load) for a value made from one
+    /// version of something (a source file): `tag` names that version, so
+    /// its values can be dropped together when it goes away.
+    pub fn get_or_load_tagged(&self, k: &K, tag: u64, load: impl FnOnce() -> Result<Arc<Vec<u8>>, E>) -> Result<Arc<Vec<u8>>, E> {
         if let Some(v) = self.lookup(k) {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(v);
@@ -79,14 +89,14 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
         }
         if ran {
             if let Ok(v) = &result {
-                self.insert(k.clone(), v.clone());
+                self.insert(k.clone(), tag, v.clone());
             }
             self.inflight.remove_if(k, |_, s| Arc::ptr_eq(s, &slot));
         }
         result
     }
 
-    fn insert(&self, k: K, v: Arc<Vec<u8>>) {
+    fn insert(&self, k: K, tag: u64, v: Arc<Vec<u8>>) {
         let size = v.len() as u64;
         if size > self.limit {
             return;
@@ -98,15 +108,37 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
         let mut used = self.stats.bytes.load(Ordering::Relaxed);
         while used + size > self.limit {
             match lru.pop_lru() {
-                Some((_, old)) => {
+                Some((_, (_, old))) => {
                     used -= old.len() as u64;
                     self.stats.evictions.fetch_add(1, Ordering::Relaxed);
                 }
                 None => break,
             }
         }
-        lru.put(k, v);
+        lru.put(k, (tag, v));
         self.stats.bytes.store(used + size, Ordering::Relaxed);
+    }
+
+    /// Drops every value loaded with `tag` (not 0): a replaced source
+    /// file's decoded code objects leave with its plan instead of waiting
+    /// for the LRU to push them out, so memory follows the live versions.
+    /// A load of that version still running (a reader of the old file)
+    /// may put one back; the LRU bounds those. Returns how many went.
+    pub fn evict_tag(&self, tag: u64) -> usize {
+        if tag == 0 {
+            return 0;
+        }
+        let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
+        let gone: Vec<K> = lru.iter().filter(|(_, (t, _))| *t == tag).map(|(k, _)| k.clone()).collect();
+        let mut freed = 0;
+        for k in &gone {
+            if let Some((_, v)) = lru.pop(k) {
+                freed += v.len() as u64;
+            }
+        }
+        self.stats.bytes.fetch_sub(freed, Ordering::Relaxed);
+        self.stats.evictions.fetch_add(gone.len() as u64, Ordering::Relaxed);
+        gone.len()
     }
 
     /// Number of cached values.
@@ -130,6 +162,20 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn a_tag_drops_its_values_only() {
+        let c: ByteLru<u32, String> = ByteLru::new(1000);
+        for i in 0..6u32 {
+            c.get_or_load_tagged(&i, u64::from(i % 2) + 7, || Ok(Arc::new(vec![0; 10]))).unwrap();
+        }
+        c.get_or_load(&99, || Ok(Arc::new(vec![0; 5]))).unwrap();
+        assert_eq!(c.evict_tag(8), 3);
+        assert_eq!(c.evict_tag(0), 0, "untagged values are the LRU's");
+        assert_eq!(c.len(), 4);
+        assert_eq!(c.stats.bytes.load(Ordering::Relaxed), 35);
+        assert!(c.peek(&1).is_none() && c.peek(&0).is_some() && c.peek(&99).is_some());
+    }
 
     #[test]
     fn bounded_and_lru() {

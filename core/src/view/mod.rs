@@ -438,11 +438,18 @@ impl View {
                 self.probes.remove(&p);
                 if let Some((_, id)) = self.current.remove(&p) {
                     self.analyses.remove(&(id, p));
+                    self.caches.memory.evict_tag(open::version_tag(&id));
                 }
             }
             None => {
                 let in_dir = |p: &Path| p.parent() == Some(dir);
-                self.current.retain(|p, _| !in_dir(p));
+                self.current.retain(|p, id| {
+                    let keep = !in_dir(p);
+                    if !keep {
+                        self.caches.memory.evict_tag(open::version_tag(id));
+                    }
+                    keep
+                });
                 self.analyses.retain(|(_, p), _| !in_dir(p));
                 self.probes.retain(|p, _| !in_dir(p));
             }

@@ -74,6 +74,14 @@ fn object_key(id: &SourceId, at: u64, offset: u64, len: u64) -> Key {
     Key::of(&[b"object", &b])
 }
 
+/// The memory-cache tag of values made from source version `id` (never
+/// 0, which is untagged): dropping a replaced version's plan drops them.
+pub(super) fn version_tag(id: &SourceId) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(id, &mut h);
+    std::hash::Hasher::finish(&h).max(1)
+}
+
 /// Decoded blobs of one source identity, through the shared memory cache.
 struct Blobs<'a> {
     cache: &'a MemoryCache,
@@ -84,7 +92,7 @@ struct Blobs<'a> {
 impl BlobStore for Blobs<'_> {
     fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> std::result::Result<Arc<Vec<u8>>, LayoutError> {
         self.cache
-            .get_or_load(&object_key(&self.id, blob.at, offset, len), || {
+            .get_or_load_tagged(&object_key(&self.id, blob.at, offset, len), version_tag(&self.id), || {
                 self.slots.run(|| crate::bundle::ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len))
                     .map(Arc::new)
                     .map_err(|e| e.to_string())

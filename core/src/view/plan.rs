@@ -94,6 +94,7 @@ impl View {
         if let Some(old) = self.current.insert(rel.to_path_buf(), fst.id()) {
             if old != fst.id() {
                 self.analyses.remove(&(old, rel.to_path_buf()));
+                self.caches.memory.evict_tag(super::open::version_tag(&old));
                 // The parent's listing holds the old version's inode and
                 // fatness, and an in-place rewrite leaves the directory's
                 // own identity unchanged.
