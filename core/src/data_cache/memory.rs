@@ -3,6 +3,7 @@
 //! missing value (a decoded code object) wait for one decode instead of
 //! each decoding it.
 
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -21,11 +22,18 @@ pub struct CacheStats {
 
 type Slot<E> = Arc<OnceLock<Result<Arc<Vec<u8>>, E>>>;
 
-/// A value and its tag (see [`ByteLru::evict_tag`]).
+/// A value and its tag (see [`ByteLru::retire`]).
 type Tagged = (u64, Arc<Vec<u8>>);
+
+/// Retired tags remembered: far more than the versions replaced while one
+/// of their readers is still decoding.
+const RETIRED: usize = 1024;
 
 pub struct ByteLru<K: Hash + Eq + Clone, E: Clone> {
     lru: Mutex<LruCache<K, Tagged>>,
+    /// Tags retired lately (oldest first, at most [`RETIRED`]): values
+    /// with these tags are handed out but not kept. Locked after `lru`.
+    retired: Mutex<VecDeque<u64>>,
     inflight: DashMap<K, Slot<E>>,
     limit: u64,
     pub stats: CacheStats,
@@ -36,6 +44,7 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
     pub fn new(limit: u64) -> Self {
         ByteLru {
             lru: Mutex::new(LruCache::unbounded()),
+            retired: Mutex::new(VecDeque::new()),
             inflight: DashMap::new(),
             limit,
             stats: CacheStats::default(),
@@ -102,7 +111,7 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
             return;
         }
         let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
-        if lru.contains(&k) {
+        if lru.contains(&k) || (tag != 0 && self.retired.lock().unwrap_or_else(|p| p.into_inner()).contains(&tag)) {
             return;
         }
         let mut used = self.stats.bytes.load(Ordering::Relaxed);
@@ -119,16 +128,28 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
         self.stats.bytes.store(used + size, Ordering::Relaxed);
     }
 
-    /// Drops every value loaded with `tag` (not 0): a replaced source
-    /// file's decoded code objects leave with its plan instead of waiting
-    /// for the LRU to push them out, so memory follows the live versions.
-    /// A load of that version still running (a reader of the old file)
-    /// may put one back; the LRU bounds those. Returns how many went.
-    pub fn evict_tag(&self, tag: u64) -> usize {
+    /// Drops every value loaded with `tag` (not 0), and keeps none made
+    /// with it from now on (they are still handed to their callers) until
+    /// [`revive`](Self::revive): a replaced source file's decoded code
+    /// objects leave with its plan instead of waiting for the LRU to push
+    /// them out, and readers still holding the old file (or decoding from
+    /// it as it is replaced) do not bring them back — memory follows the
+    /// live versions. The last [`RETIRED`] tags are remembered. Returns how
+    /// many values went.
+    pub fn retire(&self, tag: u64) -> usize {
         if tag == 0 {
             return 0;
         }
         let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            let mut r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+            if !r.contains(&tag) {
+                if r.len() >= RETIRED {
+                    r.pop_front();
+                }
+                r.push_back(tag);
+            }
+        }
         let gone: Vec<K> = lru.iter().filter(|(_, (t, _))| *t == tag).map(|(k, _)| k.clone()).collect();
         let mut freed = 0;
         for k in &gone {
@@ -139,6 +160,12 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
         self.stats.bytes.fetch_sub(freed, Ordering::Relaxed);
         self.stats.evictions.fetch_add(gone.len() as u64, Ordering::Relaxed);
         gone.len()
+    }
+
+    /// `tag` is live again (a version thought replaced is current after
+    /// all): its values are kept again.
+    pub fn revive(&self, tag: u64) {
+        self.retired.lock().unwrap_or_else(|p| p.into_inner()).retain(|t| *t != tag);
     }
 
     /// Number of cached values.
@@ -164,17 +191,32 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     #[test]
-    fn a_tag_drops_its_values_only() {
+    fn a_retired_tag_drops_its_values_and_keeps_no_more_until_revived() {
         let c: ByteLru<u32, String> = ByteLru::new(1000);
         for i in 0..6u32 {
             c.get_or_load_tagged(&i, u64::from(i % 2) + 7, || Ok(Arc::new(vec![0; 10]))).unwrap();
         }
         c.get_or_load(&99, || Ok(Arc::new(vec![0; 5]))).unwrap();
-        assert_eq!(c.evict_tag(8), 3);
-        assert_eq!(c.evict_tag(0), 0, "untagged values are the LRU's");
+        assert_eq!(c.retire(8), 3);
+        assert_eq!(c.retire(0), 0, "untagged values are the LRU's");
         assert_eq!(c.len(), 4);
         assert_eq!(c.stats.bytes.load(Ordering::Relaxed), 35);
         assert!(c.peek(&1).is_none() && c.peek(&0).is_some() && c.peek(&99).is_some());
+        // A late reader of the retired version gets its value, not kept.
+        assert_eq!(c.get_or_load_tagged(&1, 8, || Ok(Arc::new(vec![1; 10]))).unwrap().len(), 10);
+        assert!(c.peek(&1).is_none());
+        c.revive(8);
+        c.get_or_load_tagged(&1, 8, || Ok(Arc::new(vec![1; 10]))).unwrap();
+        assert!(c.peek(&1).is_some());
+        // Only the last RETIRED tags are remembered.
+        for t in 100..100 + RETIRED as u64 {
+            c.retire(t);
+        }
+        c.get_or_load_tagged(&200, 100, || Ok(Arc::new(vec![0; 10]))).unwrap();
+        assert!(c.peek(&200).is_none());
+        c.retire(5000);
+        c.get_or_load_tagged(&200, 100, || Ok(Arc::new(vec![0; 10]))).unwrap();
+        assert!(c.peek(&200).is_some(), "the oldest retired tag was forgotten");
     }
 
     #[test]

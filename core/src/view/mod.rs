@@ -438,18 +438,24 @@ impl View {
                 self.probes.remove(&p);
                 if let Some((_, id)) = self.current.remove(&p) {
                     self.analyses.remove(&(id, p));
-                    self.caches.memory.evict_tag(open::version_tag(&id));
+                    // Its decoded objects go too; if this version is still
+                    // the file's, its next plan revives the tag.
+                    self.caches.memory.retire(open::version_tag(&id));
                 }
             }
             None => {
                 let in_dir = |p: &Path| p.parent() == Some(dir);
+                let mut gone = Vec::new();
                 self.current.retain(|p, id| {
                     let keep = !in_dir(p);
                     if !keep {
-                        self.caches.memory.evict_tag(open::version_tag(id));
+                        gone.push(open::version_tag(id));
                     }
                     keep
                 });
+                for tag in gone {
+                    self.caches.memory.retire(tag);
+                }
                 self.analyses.retain(|(_, p), _| !in_dir(p));
                 self.probes.retain(|p, _| !in_dir(p));
             }

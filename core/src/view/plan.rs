@@ -91,10 +91,15 @@ impl View {
         }
         let (file, fst) = self.tree.open_file(rel)?;
         let key = (fst.id(), rel.to_path_buf());
-        if let Some(old) = self.current.insert(rel.to_path_buf(), fst.id()) {
+        let old = self.current.insert(rel.to_path_buf(), fst.id());
+        if old != Some(fst.id()) {
+            // Current now, whatever an out-of-order request said before.
+            self.caches.memory.revive(super::open::version_tag(&fst.id()));
+        }
+        if let Some(old) = old {
             if old != fst.id() {
                 self.analyses.remove(&(old, rel.to_path_buf()));
-                self.caches.memory.evict_tag(super::open::version_tag(&old));
+                self.caches.memory.retire(super::open::version_tag(&old));
                 // The parent's listing holds the old version's inode and
                 // fatness, and an in-place rewrite leaves the directory's
                 // own identity unchanged.
