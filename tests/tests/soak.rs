@@ -266,6 +266,18 @@ fn soak(bin: &Path, args: &[&str]) {
     // again from readers of a version replaced under them (a plain source
     // decodes nothing).
     assert!(cached_end <= 2 * live_bytes, "{cached_end} decoded bytes cached; one version of every library has {live_bytes}");
+    // ...and the live versions' objects stay cached: with the page cache
+    // dropped, reading every file again decodes nothing (a version retired
+    // by racing requests and then current again would decode on every read).
+    for n in &names {
+        let _ = fs::read(m.path(n));
+    }
+    let misses = stat(&m.mnt, "cache_misses");
+    fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+    for n in &names {
+        let _ = fs::read(m.path(n));
+    }
+    assert_eq!(stat(&m.mnt, "cache_misses"), misses, "the live versions' decoded objects are not cached");
     // Flat: no growth with the number of versions seen (each replacement
     // is a new version; hundreds happened).
     assert!(rss_end <= rss_start + 16 * 1024, "RSS grew from {rss_start} to {rss_end} KiB");

@@ -93,17 +93,19 @@ impl View {
         let key = (fst.id(), rel.to_path_buf());
         let old = self.current.insert(rel.to_path_buf(), fst.id());
         if old != Some(fst.id()) {
-            // Current now, whatever an out-of-order request said before.
-            self.caches.memory.revive(super::open::version_tag(&fst.id()));
-        }
-        if let Some(old) = old {
-            if old != fst.id() {
+            if let Some(old) = old {
                 self.analyses.remove(&(old, rel.to_path_buf()));
                 self.caches.memory.retire(super::open::version_tag(&old));
                 // The parent's listing holds the old version's inode and
                 // fatness, and an in-place rewrite leaves the directory's
                 // own identity unchanged.
                 self.listings.remove(rel.parent().unwrap_or(Path::new("")));
+            }
+            // Requests for two versions racing here may each retire the
+            // other's: whichever is current now keeps its decoded objects
+            // (every retire above is followed by this look).
+            if let Some(now) = self.current.get(rel).map(|c| *c) {
+                self.caches.memory.revive(super::open::version_tag(&now));
             }
         }
         if self.analyses.len() > MAX_PLANS {
