@@ -273,17 +273,7 @@ impl SourceTree {
         self.beneath(&os::open_entry(&p)?)?;
         for e in std::fs::read_dir(&p)? {
             let e = e?;
-            let kind = e.file_type().ok().map(|ft| {
-                if ft.is_symlink() {
-                    SourceKind::Symlink
-                } else if ft.is_dir() {
-                    SourceKind::Dir
-                } else if ft.is_file() {
-                    SourceKind::File
-                } else {
-                    SourceKind::Special
-                }
-            });
+            let kind = e.file_type().ok().map(kind_of);
             out.push((e.file_name(), kind));
         }
         Ok(out)
