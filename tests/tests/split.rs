@@ -62,8 +62,9 @@ fn artifact() -> TempDir {
 }
 
 /// Installs artifacts the way packaging does: every prefix's contents
-/// laid over one root.
+/// laid over one root (made if missing).
 fn install(artifacts: &[PathBuf], root: &Path) {
+    fs::create_dir_all(root).unwrap();
     for art in artifacts {
         let prefixes = fs::read_to_string(art.join("artifact_manifest.txt")).unwrap();
         for p in prefixes.lines().filter(|l| !l.is_empty()) {
@@ -73,6 +74,15 @@ fn install(artifacts: &[PathBuf], root: &Path) {
         }
     }
     let _ = fs::remove_file(root.join("artifact_manifest.txt"));
+}
+
+/// Installs `artifacts` over a fresh root and checks the test runtime
+/// loads every library from it exactly for `device`.
+fn installed_loads(artifacts: &[PathBuf], device: &str) {
+    let work = tempdir();
+    let root = work.path().join("root");
+    install(artifacts, &root);
+    check_stub_loads(&root.join("lib"), &LIBS, device, work.path());
 }
 
 #[test]
@@ -110,7 +120,6 @@ fn split_verifies_and_loads_exactly() {
     let work = tempdir();
     for (device, art) in [("gfx90a:xnack-", "blas_gfx90a"), ("gfx1030", "blas_gfx1030")] {
         let root = work.path().join(art);
-        fs::create_dir_all(&root).unwrap();
         install(&[g.clone(), out.path().join(art)], &root);
         check_stub_loads(&root.join("lib"), &LIBS, device, work.path());
         // And kpackfs's own loader model agrees for the executable.
@@ -142,11 +151,7 @@ fn split_is_deterministic() {
     assert_eq!(names, ["blas_gfx90a.kpack"]);
     assert!(snapshot(d.path()).keys().all(|p| !p.to_string_lossy().contains(':')));
     ok(kp(&["verify".as_ref(), d.path().as_os_str(), "--against".as_ref(), input.path().as_os_str()]), "verify processor names");
-    let work = tempdir();
-    let root = work.path().join("root");
-    fs::create_dir_all(&root).unwrap();
-    install(&[d.path().join("blas_generic"), d.path().join("blas_gfx90a")], &root);
-    check_stub_loads(&root.join("lib"), &LIBS, "gfx90a:xnack-", work.path());
+    installed_loads(&[d.path().join("blas_generic"), d.path().join("blas_gfx90a")], "gfx90a:xnack-");
 }
 
 #[test]
@@ -202,11 +207,7 @@ fn recombine_shards_and_refuse_mismatches() {
     let v = ok(kp(&["verify".as_ref(), out.path().as_os_str(), "--against".as_ref(), input.path().as_os_str(), "--json".as_ref()]), "verify");
     let j = String::from_utf8_lossy(&v.stdout);
     assert!(j.contains(r#""ok":true"#) && j.contains(r#""gfx1030""#) && j.contains(r#""gfx90a:xnack-""#), "{j}");
-    let work = tempdir();
-    let root = work.path().join("gfx103X");
-    fs::create_dir_all(&root).unwrap();
-    install(&[out.path().join("blas_generic"), out.path().join("blas_gfx103X")], &root);
-    check_stub_loads(&root.join("lib"), &LIBS, "gfx1030", work.path());
+    installed_loads(&[out.path().join("blas_generic"), out.path().join("blas_gfx103X")], "gfx1030");
 
     // A shard whose host binaries differ is refused, naming the file.
     let lib = shards.path().join("shard-b/blas_generic/math-libs/A/stage/lib/libpage.so");
@@ -283,10 +284,6 @@ fn compressed_bundles_split_exactly() {
         let out = tempdir();
         ok(split(input.path(), out.path(), "ccob", &["--archive-compression", compression]), "split");
         ok(kp(&["verify".as_ref(), out.path().as_os_str(), "--against".as_ref(), input.path().as_os_str()]), "verify");
-        let work = tempdir();
-        let root = work.path().join("root");
-        fs::create_dir_all(&root).unwrap();
-        install(&[out.path().join("ccob_generic"), out.path().join("ccob_gfx1030")], &root);
-        check_stub_loads(&root.join("lib"), &LIBS, "gfx1030", work.path());
+        installed_loads(&[out.path().join("ccob_generic"), out.path().join("ccob_gfx1030")], "gfx1030");
     }
 }
