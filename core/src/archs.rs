@@ -44,7 +44,6 @@ impl fmt::Display for ArchReport {
     }
 }
 
-
 /// Walks `root` (never following symlinks) and tallies targets; `rules`
 /// tell database files apart (the same table the view hides them by).
 pub fn archs(root: &Path, rules: &Rules) -> io::Result<ArchReport> {
@@ -169,11 +168,20 @@ mod tests {
             r.targets.into_iter().map(|(t, u)| (t, u.db_files)).collect()
         };
         let want = |extra: &[(&str, u64)]| {
-            let mut v: Vec<(String, u64)> = [("gfx1030", 1), ("gfx11*", 1), ("gfx1250", 1), ("gfx1250-strict", 1), ("gfx90a", 1), ("gfx90a:xnack+", 1), ("gfx90a:xnack-", 1), ("gfx942", 2)]
-                .iter()
-                .chain(extra)
-                .map(|(t, n)| (t.to_string(), *n))
-                .collect();
+            let mut v: Vec<(String, u64)> = [
+                ("gfx1030", 1),
+                ("gfx11*", 1),
+                ("gfx1250", 1),
+                ("gfx1250-strict", 1),
+                ("gfx90a", 1),
+                ("gfx90a:xnack+", 1),
+                ("gfx90a:xnack-", 1),
+                ("gfx942", 2),
+            ]
+            .iter()
+            .chain(extra)
+            .map(|(t, n)| (t.to_string(), *n))
+            .collect();
             v.sort();
             v
         };

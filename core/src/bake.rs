@@ -43,7 +43,6 @@ pub struct Progress<'a> {
     pub current: &'a Path,
 }
 
-
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> BakeError + '_ {
     move |err| BakeError::Io { path: path.to_path_buf(), err }
 }

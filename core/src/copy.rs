@@ -72,12 +72,7 @@ pub type ReadFn<'a, E> = dyn FnMut(u64, &mut [u8]) -> Result<usize, E> + 'a;
 /// Writes `layout` to `dst` at offset 0: source extents copied from
 /// `src`, holes for zeros, everything else through `read` (which serves
 /// the layout's own bytes and may refuse with the caller's error).
-pub fn write_layout<E: From<io::Error>>(
-    layout: &Layout,
-    src: &File,
-    read: &mut ReadFn<'_, E>,
-    dst: &File,
-) -> Result<u64, E> {
+pub fn write_layout<E: From<io::Error>>(layout: &Layout, src: &File, read: &mut ReadFn<'_, E>, dst: &File) -> Result<u64, E> {
     let mut buf = Vec::new();
     for e in layout.extents() {
         match &e.piece {
@@ -166,4 +161,3 @@ pub fn set_link_times(p: &Path, a: Time, m: Time) -> io::Result<()> {
 pub fn set_link_times(_p: &Path, _a: Time, _m: Time) -> io::Result<()> {
     Ok(())
 }
-

@@ -72,12 +72,8 @@ pub fn demo_install() -> io::Result<PathBuf> {
     #[cfg(windows)]
     let cache = std::env::var_os("LOCALAPPDATA").map(PathBuf::from);
     #[cfg(not(windows))]
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-    let base = cache
-        .unwrap_or_else(std::env::temp_dir)
-        .join("kpackfs");
+    let cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    let base = cache.unwrap_or_else(std::env::temp_dir).join("kpackfs");
     let dir = base.join(format!("demo-install-{}", content_tag()));
     if dir.is_dir() {
         return Ok(dir);

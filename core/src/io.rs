@@ -25,12 +25,7 @@ pub trait ReadAt: Send + Sync {
 pub fn read_exact_at(src: &dyn ReadAt, mut offset: u64, mut buf: &mut [u8]) -> io::Result<()> {
     while !buf.is_empty() {
         match src.read_at(offset, buf) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("short read at offset {offset}"),
-                ))
-            }
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("short read at offset {offset}"))),
             Ok(n) => {
                 offset += n as u64;
                 buf = &mut buf[n..];

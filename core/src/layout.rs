@@ -66,12 +66,20 @@ impl BlobStore for Uncached {
 #[derive(Clone)]
 pub enum Piece {
     /// Source bytes starting at `offset`.
-    Source { offset: u64 },
+    Source {
+        offset: u64,
+    },
     /// Owned bytes starting at `offset` into `data`.
-    Bytes { data: Arc<[u8]>, offset: usize },
+    Bytes {
+        data: Arc<[u8]>,
+        offset: usize,
+    },
     Zeros,
     /// Decoded bytes of `blob` starting at `offset`.
-    Blob { blob: Arc<BlobRef>, offset: u64 },
+    Blob {
+        blob: Arc<BlobRef>,
+        offset: u64,
+    },
 }
 
 impl fmt::Debug for Piece {
@@ -271,9 +279,9 @@ impl Layout {
                 Piece::Blob { blob, offset: bo } => {
                     let d = blobs.object(src, blob, *bo + win, win_end - win)?;
                     let s = (within - win) as usize;
-                    let slice = d.get(s..s + n).ok_or_else(|| {
-                        LayoutError::Decode(BundleError::Ccob { at: blob.at, what: "decoded blob shorter than planned".into() })
-                    })?;
+                    let slice = d
+                        .get(s..s + n)
+                        .ok_or_else(|| LayoutError::Decode(BundleError::Ccob { at: blob.at, what: "decoded blob shorter than planned".into() }))?;
                     out.copy_from_slice(slice);
                 }
             }
@@ -335,9 +343,7 @@ impl Layout {
                 let merged = match (&last.piece, &e.piece) {
                     (Piece::Source { offset: a }, Piece::Source { offset: b }) => a + last.len == *b,
                     (Piece::Zeros, Piece::Zeros) => true,
-                    (Piece::Blob { blob: x, offset: a }, Piece::Blob { blob: y, offset: b }) => {
-                        Arc::ptr_eq(x, y) && a + last.len == *b
-                    }
+                    (Piece::Blob { blob: x, offset: a }, Piece::Blob { blob: y, offset: b }) => Arc::ptr_eq(x, y) && a + last.len == *b,
                     _ => false,
                 };
                 if merged {
@@ -374,7 +380,14 @@ mod tests {
     /// of memory per read, not its claim).
     #[test]
     fn large_blobs_are_read_in_windows() {
-        let header = CcobHeader { version: 3, method: crate::bundle::ccob::CcobMethod::Zstd, total_size: Some(100), uncompressed_size: 3 * BLOB_WINDOW + 77, hash: 0, header_len: 32 };
+        let header = CcobHeader {
+            version: 3,
+            method: crate::bundle::ccob::CcobMethod::Zstd,
+            total_size: Some(100),
+            uncompressed_size: 3 * BLOB_WINDOW + 77,
+            hash: 0,
+            header_len: 32,
+        };
         let blob = Arc::new(BlobRef { at: 0, len: 100, header });
         let mut l = Layout::new();
         l.push_bytes(vec![7u8; 10]);

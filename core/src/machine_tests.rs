@@ -160,10 +160,7 @@ fn xnack_rules_follow_the_kernel() {
     assert_eq!(mode(&[(90002, 0)], None, &[]), (true, true, vec!["gfx902:xnack+".into()]));
     assert_eq!(mode(&[(90002, 0)], Some("1"), &[]).2, ["gfx902:xnack-"]);
     // A GFX10/11 GPU in the same process rules XNACK out for every GPU.
-    assert_eq!(
-        mode(&[(90010, ECC), (110000, 0)], Some("0"), &[("HSA_XNACK", "1")]),
-        (false, false, vec!["gfx90a:sramecc+:xnack-".into(), "gfx1100".into()])
-    );
+    assert_eq!(mode(&[(90010, ECC), (110000, 0)], Some("0"), &[("HSA_XNACK", "1")]), (false, false, vec!["gfx90a:sramecc+:xnack-".into(), "gfx1100".into()]));
     // GFX10.1 has an xnack setting but never gets it on.
     assert_eq!(mode(&[(100100, 0)], Some("0"), &[("HSA_XNACK", "1")]), (false, false, vec!["gfx1010:xnack-".into()]));
     // An unreadable parameter counts as -1.

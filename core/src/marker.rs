@@ -34,10 +34,7 @@ impl Marker {
     /// The splitter's convention: archives of `group` in a `.kpack/`
     /// directory `depth` levels above the binary's directory.
     pub fn for_group(group: &str, depth: usize, kernel_name: &str) -> Marker {
-        Marker {
-            search_paths: vec![format!("{}.kpack/{group}_@GFXARCH@.kpack", "../".repeat(depth))],
-            kernel_name: kernel_name.to_string(),
-        }
+        Marker { search_paths: vec![format!("{}.kpack/{group}_@GFXARCH@.kpack", "../".repeat(depth))], kernel_name: kernel_name.to_string() }
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -59,10 +56,7 @@ impl Marker {
         let bytes = &bytes[..bytes.len().min(MAX_MARKER)];
         let v = msgpack::decode_first(bytes).map_err(|e| MarkerError::Decode(e.to_string()))?;
         let map = v.as_map().ok_or(MarkerError::NotMap)?;
-        let kernel_name = msgpack::map_get(map, "kernel_name")
-            .and_then(Value::as_str)
-            .ok_or(MarkerError::NoKernelName)?
-            .to_string();
+        let kernel_name = msgpack::map_get(map, "kernel_name").and_then(Value::as_str).ok_or(MarkerError::NoKernelName)?.to_string();
         let search_paths: Vec<String> = msgpack::map_get(map, "kpack_search_paths")
             .and_then(Value::as_array)
             .ok_or(MarkerError::NoSearchPaths)?

@@ -92,9 +92,7 @@ pub struct LoaderEnv {
 impl LoaderEnv {
     pub fn from_env() -> LoaderEnv {
         let sep = if cfg!(windows) { ';' } else { ':' };
-        let list = |k: &str| -> Vec<PathBuf> {
-            std::env::var(k).unwrap_or_default().split(sep).filter(|s| !s.is_empty()).map(PathBuf::from).collect()
-        };
+        let list = |k: &str| -> Vec<PathBuf> { std::env::var(k).unwrap_or_default().split(sep).filter(|s| !s.is_empty()).map(PathBuf::from).collect() };
         LoaderEnv { path: list("ROCM_KPACK_PATH"), prefix: list("ROCM_KPACK_PATH_PREFIX") }
     }
 }

@@ -116,9 +116,7 @@ impl std::str::FromStr for TargetId {
 
 fn valid_processor(p: &str) -> bool {
     let Some(rest) = p.strip_prefix("gfx") else { return false };
-    !rest.is_empty()
-        && rest.as_bytes()[0].is_ascii_digit()
-        && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    !rest.is_empty() && rest.as_bytes()[0].is_ascii_digit() && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// The arch string of an offload-bundle entry ID: the text after the last
@@ -140,11 +138,8 @@ pub fn generic_of(processor: &str) -> Option<&'static str> {
         "gfx900" | "gfx902" | "gfx904" | "gfx906" | "gfx909" | "gfx90c" => "gfx9-generic",
         "gfx940" | "gfx941" | "gfx942" | "gfx950" => "gfx9-4-generic",
         "gfx1010" | "gfx1011" | "gfx1012" | "gfx1013" => "gfx10-1-generic",
-        "gfx1030" | "gfx1031" | "gfx1032" | "gfx1033" | "gfx1034" | "gfx1035" | "gfx1036" => {
-            "gfx10-3-generic"
-        }
-        "gfx1100" | "gfx1101" | "gfx1102" | "gfx1103" | "gfx1150" | "gfx1151" | "gfx1152"
-        | "gfx1153" => "gfx11-generic",
+        "gfx1030" | "gfx1031" | "gfx1032" | "gfx1033" | "gfx1034" | "gfx1035" | "gfx1036" => "gfx10-3-generic",
+        "gfx1100" | "gfx1101" | "gfx1102" | "gfx1103" | "gfx1150" | "gfx1151" | "gfx1152" | "gfx1153" => "gfx11-generic",
         "gfx1200" | "gfx1201" => "gfx12-generic",
         "gfx1250" | "gfx1251" => "gfx12-5-generic",
         _ => return None,
@@ -162,8 +157,24 @@ pub fn has_sramecc(processor: &str) -> bool {
 pub fn has_xnack(processor: &str) -> bool {
     matches!(
         processor,
-        "gfx801" | "gfx810" | "gfx900" | "gfx902" | "gfx904" | "gfx906" | "gfx908" | "gfx909" | "gfx90a" | "gfx90c" | "gfx940"
-            | "gfx941" | "gfx942" | "gfx950" | "gfx1010" | "gfx1011" | "gfx1012" | "gfx1013"
+        "gfx801"
+            | "gfx810"
+            | "gfx900"
+            | "gfx902"
+            | "gfx904"
+            | "gfx906"
+            | "gfx908"
+            | "gfx909"
+            | "gfx90a"
+            | "gfx90c"
+            | "gfx940"
+            | "gfx941"
+            | "gfx942"
+            | "gfx950"
+            | "gfx1010"
+            | "gfx1011"
+            | "gfx1012"
+            | "gfx1013"
     )
 }
 

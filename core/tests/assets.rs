@@ -19,19 +19,8 @@ use kpackfs_core::target::Selection;
 use kpackfs_core::view::{ArchiveNaming, NodeType, View, ViewConfig, ROOT_INO};
 use proptest::prelude::*;
 
-const FAT: &[&str] = &[
-    "libmulti.so",
-    "libtwo.so",
-    "app_pie",
-    "app_nopie",
-    "librdc.so",
-    "librelr.so",
-    "libpage.so",
-    "hip_one.dll",
-    "hip_two.dll",
-    "hip_app.exe",
-    "hip_cert.dll",
-];
+const FAT: &[&str] =
+    &["libmulti.so", "libtwo.so", "app_pie", "app_nopie", "librdc.so", "librelr.so", "libpage.so", "hip_one.dll", "hip_two.dll", "hip_app.exe", "hip_cert.dll"];
 
 /// index.tsv rows: (bundle index, arch, file).
 fn expected_index(bin: &str) -> Vec<(usize, String, PathBuf)> {
@@ -104,7 +93,14 @@ fn views() -> Vec<(String, View)> {
     let bins = assets().join("bin");
     for src in [assets().join("demo-install"), bins] {
         for (arch, naming) in [("gfx90a", ArchiveNaming::TargetId), ("gfx90a:xnack-,gfx1030", ArchiveNaming::TargetId), ("gfx90a", ArchiveNaming::Processor)] {
-            let cfg = ViewConfig { source: src.clone(), selection: Selection::parse(arch).unwrap(), cache_bytes: 1 << 20, naming, compression: Default::default(), db_rules: Default::default() };
+            let cfg = ViewConfig {
+                source: src.clone(),
+                selection: Selection::parse(arch).unwrap(),
+                cache_bytes: 1 << 20,
+                naming,
+                compression: Default::default(),
+                db_rules: Default::default(),
+            };
             out.push((format!("{} {arch} {naming:?}", src.display()), View::new(cfg).unwrap()));
         }
     }

@@ -46,7 +46,9 @@ fn auto_archives_of_ccob_sources_are_level3_frames_of_the_objects() {
     let auto = view(t.path(), ArchiveCompression::Auto);
     let plain = view(t.path(), ArchiveCompression::None);
     let mut checked = 0;
-    for name in ["libmulti.so_gfx90a:xnack-.kpack", "libmulti.so_gfx90a:xnack+.kpack", "libmulti.so_gfx1030.kpack", "libtwo.so_gfx90a.kpack", "libtwo.so_gfx1030.kpack"] {
+    for name in
+        ["libmulti.so_gfx90a:xnack-.kpack", "libmulti.so_gfx90a:xnack+.kpack", "libmulti.so_gfx1030.kpack", "libtwo.so_gfx90a.kpack", "libtwo.so_gfx1030.kpack"]
+    {
         let rel = format!("lib/.kpack/{name}");
         let z = read_all(&auto, &rel);
         let n = read_all(&plain, &rel);

@@ -17,9 +17,7 @@ fn expected(name: &str) -> Vec<u8> {
 fn extract(file: &str) -> Vec<(String, usize, Vec<u8>)> {
     let data = read(vectors().join("generated-golden/fatbin").join(file));
     let objs = bundle::fatbin_objects(&data, 0, data.len() as u64).unwrap_or_else(|e| panic!("{file}: {e}"));
-    objs.iter()
-        .map(|o| (o.arch.clone(), o.chunk_index, bundle::read_object(&data, &o.location).unwrap()))
-        .collect()
+    objs.iter().map(|o| (o.arch.clone(), o.chunk_index, bundle::read_object(&data, &o.location).unwrap())).collect()
 }
 
 fn libk2_objects() -> Vec<(String, usize, Vec<u8>)> {
@@ -80,9 +78,7 @@ fn ccob_headers_match_the_spec_table() {
         let again = ccob::encode(&inner, version, method, 3).unwrap();
         let head_len = header.header_len as usize;
         let skip_total = if version == 1 { 0..0 } else { 8..if version == 3 { 16 } else { 12 } };
-        let strip = |b: &[u8]| -> Vec<u8> {
-            b[..head_len].iter().enumerate().filter(|(i, _)| !skip_total.contains(i)).map(|(_, x)| *x).collect()
-        };
+        let strip = |b: &[u8]| -> Vec<u8> { b[..head_len].iter().enumerate().filter(|(i, _)| !skip_total.contains(i)).map(|(_, x)| *x).collect() };
         assert_eq!(strip(&again), strip(&data[..head_len]), "{f}: header fields");
     }
 }
@@ -102,9 +98,8 @@ fn truncated_and_corrupt_ccobs_are_errors_not_panics() {
     let data = read(vectors().join("generated-golden/fatbin/ccob_v3_zstd.bin"));
     for cut in [3usize, 10, 31, 40, 200, data.len() - 2] {
         let d = data[..cut].to_vec();
-        let r = bundle::fatbin_objects(&d, 0, d.len() as u64).and_then(|objs| {
-            objs.iter().map(|o| bundle::read_object(&d, &o.location)).collect::<Result<Vec<_>, _>>()
-        });
+        let r = bundle::fatbin_objects(&d, 0, d.len() as u64)
+            .and_then(|objs| objs.iter().map(|o| bundle::read_object(&d, &o.location)).collect::<Result<Vec<_>, _>>());
         assert!(r.is_err(), "cut at {cut} accepted");
     }
     // A lying uncompressed size (bomb claim) is refused before decoding.
@@ -190,9 +185,7 @@ fn spec_from(a: &Archive, data: &[u8], decompress: bool) -> ArchiveSpec {
         toc: t
             .toc
             .iter()
-            .map(|(k, archs)| {
-                (k.clone(), archs.iter().map(|(ar, e)| (ar.clone(), EntrySpec { ordinal: e.ordinal, metadata: e.metadata.clone() })).collect())
-            })
+            .map(|(k, archs)| (k.clone(), archs.iter().map(|(ar, e)| (ar.clone(), EntrySpec { ordinal: e.ordinal, metadata: e.metadata.clone() })).collect()))
             .collect(),
         blobs: Vec::new(),
     };

@@ -239,11 +239,18 @@ mod tests {
             assert!(top.contains(s), "kpackfs.1 lacks {s}");
         }
         let mount = page("kpackfs-mount.1");
-        for s in ["\\-\\-arch", "\\-\\-allow\\-other", "\\-\\-auto\\-unmount", "\\-\\-cache\\-dir", "fuse.kpackfs", "/etc/fstab", "opt\\-kpackfs\\-gfx90a.mount"] {
+        for s in
+            ["\\-\\-arch", "\\-\\-allow\\-other", "\\-\\-auto\\-unmount", "\\-\\-cache\\-dir", "fuse.kpackfs", "/etc/fstab", "opt\\-kpackfs\\-gfx90a.mount"]
+        {
             assert!(mount.contains(s), "kpackfs-mount.1 lacks {s}");
         }
         assert!(page("kpackfs-bake.1").contains("\\-\\-archive\\-compression"));
-        for (p, opt) in [("kpackfs-split.1", "\\-\\-component"), ("kpackfs-verify.1", "\\-\\-against"), ("kpackfs-recombine.1", "\\-\\-config"), ("kpackfs-split-wheel.1", "\\-\\-targets")] {
+        for (p, opt) in [
+            ("kpackfs-split.1", "\\-\\-component"),
+            ("kpackfs-verify.1", "\\-\\-against"),
+            ("kpackfs-recombine.1", "\\-\\-config"),
+            ("kpackfs-split-wheel.1", "\\-\\-targets"),
+        ] {
             assert!(page(p).contains(opt), "{p} lacks {opt}");
         }
     }

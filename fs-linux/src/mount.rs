@@ -80,8 +80,30 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
             "db_rules" => args.view.db.db_rules.push(PathBuf::from(need(k, v)?)),
             // Generic options mount(8)/mount.fuse3/systemd pass along: the
             // view is always read-only, nodev, nosuid.
-            "ro" | "rw" | "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "atime" | "noatime" | "relatime" | "auto" | "noauto"
-            | "user" | "nouser" | "users" | "defaults" | "nofail" | "_netdev" | "default_permissions" | "fsname" | "subtype" | "async" | "sync" => {
+            "ro"
+            | "rw"
+            | "dev"
+            | "nodev"
+            | "suid"
+            | "nosuid"
+            | "exec"
+            | "noexec"
+            | "atime"
+            | "noatime"
+            | "relatime"
+            | "auto"
+            | "noauto"
+            | "user"
+            | "nouser"
+            | "users"
+            | "defaults"
+            | "nofail"
+            | "_netdev"
+            | "default_permissions"
+            | "fsname"
+            | "subtype"
+            | "async"
+            | "sync" => {
                 if k == "rw" {
                     log::debug!("-o rw ignored: the view is read-only");
                 }

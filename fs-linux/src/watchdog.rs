@@ -12,8 +12,8 @@
 
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -47,7 +47,14 @@ fn bake_refuses_non_empty_destination() {
 /// Runs kpackfs on the fake sysfs root `tests/fixtures/kfd/<fixture>`.
 fn on_machine(fixture: &str, args: &[&str]) -> std::process::Output {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kfd").join(fixture);
-    kpackfs().args(args).env("KPACKFS_SYSFS_ROOT", root).env_remove("HSA_XNACK").env_remove("HSA_ENABLE_SRAMECC").env_remove("HSA_OVERRIDE_GFX_VERSION").output().expect("run kpackfs")
+    kpackfs()
+        .args(args)
+        .env("KPACKFS_SYSFS_ROOT", root)
+        .env_remove("HSA_XNACK")
+        .env_remove("HSA_ENABLE_SRAMECC")
+        .env_remove("HSA_OVERRIDE_GFX_VERSION")
+        .output()
+        .expect("run kpackfs")
 }
 
 #[test]

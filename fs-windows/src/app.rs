@@ -69,7 +69,15 @@ mod tests {
 
     #[test]
     fn view_config_needs_a_valid_arch() {
-        let args = |arch: Option<&str>| ViewArgs { arch: arch.map(String::from), cache_size: 1 << 20, archive_names: None, archive_compression: kpackfs_core::cli::Compression::Auto, cache_dir: None, cache_dir_size: 1 << 30, db: Default::default() };
+        let args = |arch: Option<&str>| ViewArgs {
+            arch: arch.map(String::from),
+            cache_size: 1 << 20,
+            archive_names: None,
+            archive_compression: kpackfs_core::cli::Compression::Auto,
+            cache_dir: None,
+            cache_dir_size: 1 << 30,
+            db: Default::default(),
+        };
         assert_eq!(view_config(demo(), &args(None), WINDOWS_NAMING).unwrap_err().code, 2);
         assert_eq!(view_config(demo(), &args(Some("sm_80")), WINDOWS_NAMING).unwrap_err().code, 2);
         let c = view_config(demo(), &args(Some("gfx90a:xnack-")), WINDOWS_NAMING).unwrap();
@@ -93,7 +101,15 @@ mod tests {
         let args = BakeArgs {
             source: demo(),
             dest: dest.clone(),
-            view: ViewArgs { arch: Some("gfx90a".into()), cache_size: 1 << 20, archive_names: Some(Naming::Processor), archive_compression: kpackfs_core::cli::Compression::Auto, cache_dir: None, cache_dir_size: 1 << 30, db: Default::default() },
+            view: ViewArgs {
+                arch: Some("gfx90a".into()),
+                cache_size: 1 << 20,
+                archive_names: Some(Naming::Processor),
+                archive_compression: kpackfs_core::cli::Compression::Auto,
+                cache_dir: None,
+                cache_dir_size: 1 << 30,
+                db: Default::default(),
+            },
             quiet: true,
         };
         let r = bake(args);
@@ -124,7 +140,15 @@ mod tests {
         let args = BakeArgs {
             source: demo(),
             dest: dest.clone(),
-            view: ViewArgs { arch: Some("gfx90a".into()), cache_size: 1 << 20, archive_names: Some(Naming::Target), archive_compression: kpackfs_core::cli::Compression::Auto, cache_dir: None, cache_dir_size: 1 << 30, db: Default::default() },
+            view: ViewArgs {
+                arch: Some("gfx90a".into()),
+                cache_size: 1 << 20,
+                archive_names: Some(Naming::Target),
+                archive_compression: kpackfs_core::cli::Compression::Auto,
+                cache_dir: None,
+                cache_dir_size: 1 << 30,
+                db: Default::default(),
+            },
             quiet: true,
         };
         let e = bake(args).unwrap_err();

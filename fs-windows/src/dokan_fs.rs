@@ -17,8 +17,8 @@
 use std::sync::{Arc, OnceLock};
 
 use dokan::{
-    CreateFileInfo, DiskSpaceInfo, FileInfo, FileSystemHandler, FileTimeOperation, FillDataError, FillDataResult, FindData,
-    FindStreamData, OperationInfo, OperationResult, VolumeInfo, IO_SECURITY_CONTEXT,
+    CreateFileInfo, DiskSpaceInfo, FileInfo, FileSystemHandler, FileTimeOperation, FillDataError, FillDataResult, FindData, FindStreamData, OperationInfo,
+    OperationResult, VolumeInfo, IO_SECURITY_CONTEXT,
 };
 use widestring::{U16CStr, U16CString};
 use winapi::um::winnt::{ACCESS_MASK, PSECURITY_DESCRIPTOR};
@@ -293,7 +293,14 @@ impl<'c, 'h: 'c> FileSystemHandler<'c, 'h> for KpackDokan {
 
     // Read-only: every modifying callback answers STATUS_MEDIA_WRITE_PROTECTED.
 
-    fn write_file(&'h self, file_name: &U16CStr, _offset: i64, _buffer: &[u8], _info: &OperationInfo<'c, 'h, Self>, _context: &'c Self::Context) -> OperationResult<u32> {
+    fn write_file(
+        &'h self,
+        file_name: &U16CStr,
+        _offset: i64,
+        _buffer: &[u8],
+        _info: &OperationInfo<'c, 'h, Self>,
+        _context: &'c Self::Context,
+    ) -> OperationResult<u32> {
         read_only("write", file_name)
     }
 
@@ -301,7 +308,13 @@ impl<'c, 'h: 'c> FileSystemHandler<'c, 'h> for KpackDokan {
         read_only("flush", file_name)
     }
 
-    fn set_file_attributes(&'h self, file_name: &U16CStr, _attributes: u32, _info: &OperationInfo<'c, 'h, Self>, _context: &'c Self::Context) -> OperationResult<()> {
+    fn set_file_attributes(
+        &'h self,
+        file_name: &U16CStr,
+        _attributes: u32,
+        _info: &OperationInfo<'c, 'h, Self>,
+        _context: &'c Self::Context,
+    ) -> OperationResult<()> {
         read_only("set attributes", file_name)
     }
 
@@ -340,7 +353,13 @@ impl<'c, 'h: 'c> FileSystemHandler<'c, 'h> for KpackDokan {
         read_only("set end of file", file_name)
     }
 
-    fn set_allocation_size(&'h self, file_name: &U16CStr, _alloc_size: i64, _info: &OperationInfo<'c, 'h, Self>, _context: &'c Self::Context) -> OperationResult<()> {
+    fn set_allocation_size(
+        &'h self,
+        file_name: &U16CStr,
+        _alloc_size: i64,
+        _info: &OperationInfo<'c, 'h, Self>,
+        _context: &'c Self::Context,
+    ) -> OperationResult<()> {
         read_only("set allocation size", file_name)
     }
 
@@ -370,7 +389,14 @@ mod tests {
 
     fn fs() -> KpackDokan {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test_assets/demo-install");
-        let cfg = ViewConfig { source: src, selection: Selection::parse("gfx90a").unwrap(), cache_bytes: 1 << 20, naming: ArchiveNaming::Processor, compression: Default::default(), db_rules: Default::default() };
+        let cfg = ViewConfig {
+            source: src,
+            selection: Selection::parse("gfx90a").unwrap(),
+            cache_bytes: 1 << 20,
+            naming: ArchiveNaming::Processor,
+            compression: Default::default(),
+            db_rules: Default::default(),
+        };
         KpackDokan::new(Arc::new(View::new(cfg).unwrap()), false)
     }
 
@@ -399,12 +425,30 @@ mod tests {
         let root = open(&fs, "\\", READ, FILE_OPEN, FILE_DIRECTORY_FILE).unwrap();
         assert!(root.is_dir);
         let mut names = Vec::new();
-        fs.find_files(&w("\\"), |d: &FindData| { names.push(d.file_name.to_string_lossy()); Ok(()) }, &info(), &root.context).unwrap();
+        fs.find_files(
+            &w("\\"),
+            |d: &FindData| {
+                names.push(d.file_name.to_string_lossy());
+                Ok(())
+            },
+            &info(),
+            &root.context,
+        )
+        .unwrap();
         assert!(names.contains(&"lib".to_string()), "{names:?}");
 
         let lib = open(&fs, "\\LIB", READ, FILE_OPEN, 0).unwrap();
         let mut entries = Vec::new();
-        fs.find_files(&w("\\lib"), |d: &FindData| { entries.push((d.file_name.to_string_lossy(), d.attributes, d.file_size)); Ok(()) }, &info(), &lib.context).unwrap();
+        fs.find_files(
+            &w("\\lib"),
+            |d: &FindData| {
+                entries.push((d.file_name.to_string_lossy(), d.attributes, d.file_size));
+                Ok(())
+            },
+            &info(),
+            &lib.context,
+        )
+        .unwrap();
         assert!(entries.iter().any(|(n, a, _)| n == ".kpack" && *a == info::FILE_ATTRIBUTE_DIRECTORY), "{entries:?}");
         assert!(entries.iter().all(|(n, _, _)| !n.contains(':')));
         // `libdemo.so -> libdemo.so.1 -> libdemo.so.1.0` is presented as
@@ -452,7 +496,16 @@ mod tests {
         assert_eq!(&buf[..4], b"\x7fELF");
 
         let mut streams = Vec::new();
-        fs.find_streams(&w("x"), |s: &FindStreamData| { streams.push((s.name.to_string_lossy(), s.size)); Ok(()) }, &info(), &f.context).unwrap();
+        fs.find_streams(
+            &w("x"),
+            |s: &FindStreamData| {
+                streams.push((s.name.to_string_lossy(), s.size));
+                Ok(())
+            },
+            &info(),
+            &f.context,
+        )
+        .unwrap();
         assert_eq!(streams, [("::$DATA".to_string(), whole.len() as i64)]);
     }
 
@@ -461,10 +514,30 @@ mod tests {
         let fs = fs();
         let lib = open(&fs, "\\lib", READ, FILE_OPEN, 0).unwrap();
         let mut got = Vec::new();
-        fs.find_files_with_pattern(&w("\\lib"), &w("LIBDEMO.SO.1.0"), |d: &FindData| { got.push(d.file_name.to_string_lossy()); Ok(()) }, &info(), &lib.context).unwrap();
+        fs.find_files_with_pattern(
+            &w("\\lib"),
+            &w("LIBDEMO.SO.1.0"),
+            |d: &FindData| {
+                got.push(d.file_name.to_string_lossy());
+                Ok(())
+            },
+            &info(),
+            &lib.context,
+        )
+        .unwrap();
         assert_eq!(got, ["libdemo.so.1.0"]);
         got.clear();
-        fs.find_files_with_pattern(&w("\\lib"), &w("nothing.dll"), |d: &FindData| { got.push(d.file_name.to_string_lossy()); Ok(()) }, &info(), &lib.context).unwrap();
+        fs.find_files_with_pattern(
+            &w("\\lib"),
+            &w("nothing.dll"),
+            |d: &FindData| {
+                got.push(d.file_name.to_string_lossy());
+                Ok(())
+            },
+            &info(),
+            &lib.context,
+        )
+        .unwrap();
         assert!(got.is_empty());
         let r = fs.find_files_with_pattern(&w("\\lib"), &w("*.so"), |_: &FindData| Ok(()), &info(), &lib.context);
         assert_eq!(r, Err(STATUS_NOT_IMPLEMENTED));

@@ -14,7 +14,6 @@ use crate::app::{source_dir, view_config, Failure};
 use crate::cli::{MountArgs, MountPoint, Naming};
 use crate::dokan_fs::KpackDokan;
 
-
 /// The mount point the console handler unmounts.
 static MOUNTED_AT: OnceLock<U16CString> = OnceLock::new();
 
@@ -91,12 +90,7 @@ pub fn run(args: MountArgs) -> Result<(), Failure> {
     if args.dokan_debug {
         flags |= MountFlags::DEBUG | MountFlags::STDERR;
     }
-    let options = MountOptions {
-        single_thread: args.threads == 1,
-        flags,
-        timeout: Duration::from_secs(u64::from(args.timeout)),
-        ..Default::default()
-    };
+    let options = MountOptions { single_thread: args.threads == 1, flags, timeout: Duration::from_secs(u64::from(args.timeout)), ..Default::default() };
 
     dokan::init();
     let _ = MOUNTED_AT.set(mount_point.clone());

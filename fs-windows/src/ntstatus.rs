@@ -77,7 +77,7 @@ pub fn from_io_error(e: &io::Error) -> NtStatus {
     // NTSTATUS (on other platforms raw codes are errno values: not used).
     #[cfg(windows)]
     match e.raw_os_error() {
-        Some(32) => return STATUS_SHARING_VIOLATION, // ERROR_SHARING_VIOLATION
+        Some(32) => return STATUS_SHARING_VIOLATION,    // ERROR_SHARING_VIOLATION
         Some(3) => return STATUS_OBJECT_PATH_NOT_FOUND, // ERROR_PATH_NOT_FOUND
         _ => {}
     }

@@ -417,7 +417,9 @@ mod tests {
         let lib64 = w.resolve(&comps("\\lib64")).unwrap();
         assert_eq!((lib64.node.path.as_path(), lib64.node.is_dir()), (Path::new("lib"), true));
         assert_eq!(lib64.chain, [PathBuf::new(), PathBuf::from("lib")]);
-        for p in ["\\lib\\up", "\\share\\x\\self", "\\share\\x\\share", "\\lib\\abs", "\\lib\\escape", "\\lib\\dangling", "\\lib\\loop1", "\\lib\\through-a-file"] {
+        for p in
+            ["\\lib\\up", "\\share\\x\\self", "\\share\\x\\share", "\\lib\\abs", "\\lib\\escape", "\\lib\\dangling", "\\lib\\loop1", "\\lib\\through-a-file"]
+        {
             assert_eq!(w.resolve(&comps(p)).unwrap_err(), STATUS_OBJECT_NAME_NOT_FOUND, "{p}");
         }
         assert_eq!(w.resolve(&comps("\\lib\\up\\lib")).unwrap_err(), STATUS_OBJECT_PATH_NOT_FOUND);
@@ -457,7 +459,14 @@ mod tests {
     #[test]
     fn demo_install_archives_are_visible() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test_assets/demo-install");
-        let cfg = ViewConfig { source: src, selection: Selection::parse("gfx90a").unwrap(), cache_bytes: 1 << 20, naming: ArchiveNaming::Processor, compression: Default::default(), db_rules: Default::default() };
+        let cfg = ViewConfig {
+            source: src,
+            selection: Selection::parse("gfx90a").unwrap(),
+            cache_bytes: 1 << 20,
+            naming: ArchiveNaming::Processor,
+            compression: Default::default(),
+            db_rules: Default::default(),
+        };
         let w = Walker::new(Arc::new(View::new(cfg).unwrap()), false);
         let lib = w.resolve(&comps("\\lib")).unwrap();
         let kpack = w.resolve(&comps("\\LIB\\.KPACK")).unwrap();

@@ -402,7 +402,6 @@ impl Rng {
     }
 }
 
-
 /// `pread` through an `O_DIRECT` descriptor: offset and length are rounded
 /// to 4 KiB and the buffer is 4 KiB-aligned, as direct I/O requires.
 /// Returns the aligned offset and the bytes read there.

@@ -105,7 +105,8 @@ fn stat_value(stats: &str, key: &str) -> u64 {
 }
 
 fn entries(dir: &Path, suffix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(suffix)).collect()).unwrap_or_default();
+    let mut v: Vec<PathBuf> =
+        fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(suffix)).collect()).unwrap_or_default();
     v.sort();
     v
 }
@@ -132,7 +133,13 @@ fn the_cache_dir_is_reused_by_remounts_and_bake() {
         assert_eq!(stat_value(&stats(&m.mnt), "disk_misses"), 1);
         assert!(fs::read(m.path(ARCHIVE)).unwrap() == want);
     }
-    let made: Vec<(PathBuf, u64)> = entries(&dir, ".data").into_iter().map(|p| { let i = fs::metadata(&p).unwrap().ino(); (p, i) }).collect();
+    let made: Vec<(PathBuf, u64)> = entries(&dir, ".data")
+        .into_iter()
+        .map(|p| {
+            let i = fs::metadata(&p).unwrap().ino();
+            (p, i)
+        })
+        .collect();
     assert_eq!(made.len(), 1, "{made:?}");
     let mode = fs::metadata(&dir).unwrap().mode() & 0o777;
     assert_eq!(mode, 0o700, "cache dir not private");
@@ -153,7 +160,13 @@ fn the_cache_dir_is_reused_by_remounts_and_bake() {
     assert_eq!(stat_value(&stats(&m2.mnt), "disk_misses"), 0);
     // Bake also made the entries of the other CCOB binary's archives; the
     // first entry is the same file (not rewritten).
-    let after: Vec<(PathBuf, u64)> = entries(&dir, ".data").into_iter().map(|p| { let i = fs::metadata(&p).unwrap().ino(); (p, i) }).collect();
+    let after: Vec<(PathBuf, u64)> = entries(&dir, ".data")
+        .into_iter()
+        .map(|p| {
+            let i = fs::metadata(&p).unwrap().ino();
+            (p, i)
+        })
+        .collect();
     assert!(after.contains(&made[0]), "the entry was rewritten: {after:?} vs {made:?}");
     assert_eq!(after.len(), 3, "libtwo_ccob's archive and libmulti_zlib's two (xnack-, xnack+): {after:?}");
 }

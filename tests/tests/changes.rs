@@ -214,7 +214,11 @@ fn hostile_paths_and_names() {
     assert_eq!(fs::read_link(m.path("out_abs")).unwrap(), outside.path());
     assert_eq!(fs::read_link(m.path("out_rel")).unwrap(), Path::new("../../../../../../../../../.."));
     assert_eq!(fs::read(m.mnt.join(OsStr::from_bytes(b"caf\xe9.txt"))).unwrap(), b"latin-1 name");
-    assert_eq!(fs::read(m.mnt.join(OsStr::from_bytes(b"lib/lib\xff.so"))).unwrap(), fs::read(assets().join("bin/libtwo.so")).unwrap(), "non-UTF-8 fat binary is served unchanged");
+    assert_eq!(
+        fs::read(m.mnt.join(OsStr::from_bytes(b"lib/lib\xff.so"))).unwrap(),
+        fs::read(assets().join("bin/libtwo.so")).unwrap(),
+        "non-UTF-8 fat binary is served unchanged"
+    );
     assert_eq!(fs::read(m.path(&long)).unwrap(), b"long name");
     assert_eq!(fs::read(m.path("lib").join(&long_fat)).unwrap(), fs::read(assets().join("bin/libtwo.so")).unwrap(), "archive name too long: served unchanged");
     assert!(m.path("lib/.kpack/libtwo.so_gfx90a.kpack").is_file());
@@ -356,7 +360,14 @@ fn materialized_copies_follow_source_changes_and_orphans_are_removed() {
 
     // A new source version gets a copy of its own; the old one is evicted.
     let new = replace_libtwo_by_rename(root, &two, arch);
-    assert!(eventually(10, || { let c = copies(); c.len() == 1 && c[0].0 != first[0].0 }), "copy of the old version not replaced: {:?}", copies().iter().map(|c| &c.0).collect::<Vec<_>>());
+    assert!(
+        eventually(10, || {
+            let c = copies();
+            c.len() == 1 && c[0].0 != first[0].0
+        }),
+        "copy of the old version not replaced: {:?}",
+        copies().iter().map(|c| &c.0).collect::<Vec<_>>()
+    );
     let c = copies();
     assert!(c[0].1 == new, "local copy of the new version differs from the view ({} vs {} bytes)", c[0].1.len(), new.len());
     assert!(fs::read(&two).unwrap() == new, "view changed after the copy");

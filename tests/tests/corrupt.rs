@@ -193,7 +193,11 @@ fn corrupt_inputs_are_passed_through_or_transformed_correctly() {
                                 (Ok(x), Ok(y)) => assert!(x.bytes == y.bytes, "{name} wrapper {} on {d}: wrong code object", a.index),
                                 (Ok(_), Err(e)) => {
                                     // Only a payload the archive cannot decode may fail here.
-                                    assert!(matches!(e, resolve::LoadError::Io(_) | resolve::LoadError::Decompression(_)), "{name} wrapper {} on {d}: {e}", a.index)
+                                    assert!(
+                                        matches!(e, resolve::LoadError::Io(_) | resolve::LoadError::Decompression(_)),
+                                        "{name} wrapper {} on {d}: {e}",
+                                        a.index
+                                    )
                                 }
                                 (Err(_), Ok(_)) => panic!("{name} wrapper {} on {d}: resolves where the fat runtime fails", a.index),
                                 (Err(_), Err(_)) => {}

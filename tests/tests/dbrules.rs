@@ -105,11 +105,8 @@ const FILES: &[(&str, &str, &str)] = &[
 /// Site rules and how they change the table: kernels-<arch>.bin become
 /// database files, and one CK library is declared generic.
 const SITE_RULES: &str = "# site rules\n**/site/kernels-{arch}.bin\n\n**/libdevice_conv_operations_gfx1250.a -> generic   # shared by every target\n";
-const SITE_VIEWS: &[(&str, &str)] = &[
-    ("share/site/kernels-gfx90a.bin", "AB"),
-    ("share/site/kernels-gfx1100.bin", "C"),
-    ("lib/libdevice_conv_operations_gfx1250.a", "*"),
-];
+const SITE_VIEWS: &[(&str, &str)] =
+    &[("share/site/kernels-gfx90a.bin", "AB"), ("share/site/kernels-gfx1100.bin", "C"), ("lib/libdevice_conv_operations_gfx1250.a", "*")];
 
 fn expand(rel: &str) -> PathBuf {
     PathBuf::from(rel.replace("$T", T).replace("$H.obj", &format!("{HEX2}.obj")).replace("$H", HEX))
@@ -160,7 +157,12 @@ fn mounted_views_show_exactly_their_database_files() {
     }
     // Per-arch directories are hidden as a whole, not merely emptied.
     let m = Mount::new(Some(src.path()), "gfx90a:xnack-", &[]);
-    for d in ["lib/hipblaslt/library/gfx90a-xnack+", "lib/hipblaslt/library/gfx942", "lib/aotriton.images/amd-gfx11xx", "lib/rocke/engines/arch_content/gemm/gfx1100"] {
+    for d in [
+        "lib/hipblaslt/library/gfx90a-xnack+",
+        "lib/hipblaslt/library/gfx942",
+        "lib/aotriton.images/amd-gfx11xx",
+        "lib/rocke/engines/arch_content/gemm/gfx1100",
+    ] {
         let e = fs::symlink_metadata(m.path(d)).expect_err(d);
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{d}");
     }

@@ -181,7 +181,16 @@ fn split_and_recombined_debian_libraries_resolve_to_clang_offload_bundler_object
     };
     for (shard, targets) in [("a", "gfx90a"), ("b", "gfx1030")] {
         let t = Instant::now();
-        kp(&["split".as_ref(), art.path().as_os_str(), shards.path().join(shard).as_os_str(), "-c".as_ref(), "rocm".as_ref(), "--targets".as_ref(), targets.as_ref(), "-q".as_ref()]);
+        kp(&[
+            "split".as_ref(),
+            art.path().as_os_str(),
+            shards.path().join(shard).as_os_str(),
+            "-c".as_ref(),
+            "rocm".as_ref(),
+            "--targets".as_ref(),
+            targets.as_ref(),
+            "-q".as_ref(),
+        ]);
         eprintln!("split for {targets}: {:.2}s", t.elapsed().as_secs_f64());
     }
     let cfg = shards.path().join("groups.json");

@@ -312,7 +312,12 @@ fn materialized_copies_are_served_by_the_kernel_and_identical() {
     assert_eq!(copies(), files.len());
     drop(held);
     let reads = || -> u64 {
-        let out = Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())").arg(&m.mnt).output().unwrap();
+        let out = Command::new("python3")
+            .arg("-c")
+            .arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())")
+            .arg(&m.mnt)
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("reads ").and_then(|v| v.trim().parse().ok())).unwrap()
     };
     let _ = fs::write("/proc/sys/vm/drop_caches", "3");

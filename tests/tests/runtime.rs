@@ -54,13 +54,7 @@ fn run_with_stub(cmd: &mut Command, device: &str, loader: &str, out: &Path) -> V
     let stub = Stub::get();
     fs::create_dir_all(out).unwrap();
     fs::set_permissions(out, fs::Permissions::from_mode(0o777)).unwrap();
-    let o = cmd
-        .env("LD_LIBRARY_PATH", &stub.dir)
-        .env("KPACK_STUB_ARCH", device)
-        .env("KPACK_STUB_LOADER", loader)
-        .env("KPACK_STUB_OUT", out)
-        .output()
-        .unwrap();
+    let o = cmd.env("LD_LIBRARY_PATH", &stub.dir).env("KPACK_STUB_ARCH", device).env("KPACK_STUB_LOADER", loader).env("KPACK_STUB_OUT", out).output().unwrap();
     assert!(o.status.success(), "{cmd:?} failed: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     stub_records(out)
 }
@@ -122,8 +116,14 @@ fn fat_and_kpacked_runs_agree() {
     let m = Mount::new(Some(src.path()), "gfx90a", &[]);
     let work = tempdir();
     for (i, lib) in ["libtwo.so", "libmulti.so", "librdc.so"].iter().enumerate() {
-        let fat = run_with_stub(Command::new(Stub::get().driver()).arg(src.path().join("lib").join(lib)), "gfx90a:xnack-", "feb2026", &work.path().join(format!("f{i}")));
-        let kp = run_with_stub(Command::new(Stub::get().driver()).arg(m.path(format!("lib/{lib}"))), "gfx90a:xnack-", "feb2026", &work.path().join(format!("k{i}")));
+        let fat = run_with_stub(
+            Command::new(Stub::get().driver()).arg(src.path().join("lib").join(lib)),
+            "gfx90a:xnack-",
+            "feb2026",
+            &work.path().join(format!("f{i}")),
+        );
+        let kp =
+            run_with_stub(Command::new(Stub::get().driver()).arg(m.path(format!("lib/{lib}"))), "gfx90a:xnack-", "feb2026", &work.path().join(format!("k{i}")));
         assert!(fat.iter().all(|r| r.magic == "HIPF" && r.status == "OK"), "{fat:?}");
         assert_eq!(fat.len(), kp.len());
         for (a, b) in fat.iter().zip(&kp) {
@@ -168,10 +168,7 @@ fn bind_mount_in_a_new_namespace_serves_identical_bytes() {
     let m = Mount::new(Some(src.path()), arch, &["--allow-other"]);
     let baked = bake(src.path(), arch, &[]);
     let out = baked.path().join("out");
-    let files: Vec<PathBuf> = snapshot(&out)
-        .into_iter()
-        .filter_map(|(p, n)| matches!(n, Node::File { .. }).then_some(p))
-        .collect();
+    let files: Vec<PathBuf> = snapshot(&out).into_iter().filter_map(|(p, n)| matches!(n, Node::File { .. }).then_some(p)).collect();
     assert!(files.len() >= 10, "{files:?}");
     let target = tempdir();
     let list: Vec<String> = files.iter().map(|f| format!("'{}'", f.display())).collect();

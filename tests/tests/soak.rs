@@ -71,20 +71,28 @@ fn the_inode_table_returns_to_the_live_set_after_the_kernel_forgets() {
     drop(handles);
     // One file held open: it and its directories stay live.
     let held = fs::File::open(m.path("lib/libdemo.so.1.0")).unwrap();
-    assert!(wait_until(10, || {
-        drop_kernel_inodes();
-        inodes(&m.mnt) <= 3
-    }), "inode table still holds {} entries (live: root, lib, libdemo)", inodes(&m.mnt));
+    assert!(
+        wait_until(10, || {
+            drop_kernel_inodes();
+            inodes(&m.mnt) <= 3
+        }),
+        "inode table still holds {} entries (live: root, lib, libdemo)",
+        inodes(&m.mnt)
+    );
     // The held file still reads, and the forgotten names come back with
     // the numbers they had.
     let mut b = [0u8; 4];
     std::os::unix::fs::FileExt::read_exact_at(&held, &mut b, 0).unwrap();
     assert_eq!(&b, b"\x7fELF");
     drop(held);
-    assert!(wait_until(10, || {
-        drop_kernel_inodes();
-        inodes(&m.mnt) <= 1
-    }), "{} inodes with nothing held", inodes(&m.mnt));
+    assert!(
+        wait_until(10, || {
+            drop_kernel_inodes();
+            inodes(&m.mnt) <= 1
+        }),
+        "{} inodes with nothing held",
+        inodes(&m.mnt)
+    );
     assert_same_tree(&snapshot(&m.mnt), &tree, "the tree after the kernel forgot it");
 }
 
@@ -102,11 +110,7 @@ fn view_of_version(bin: &Path, v: usize, arch: &str, args: &[&str]) -> HashMap<P
     }
     let baked = bake(src.path(), arch, args);
     let out = baked.path().join("out");
-    snapshot(&out)
-        .into_iter()
-        .filter(|(_, n)| matches!(n, Node::File { .. }))
-        .map(|(p, _)| (p.clone(), fs::read(out.join(&p)).unwrap()))
-        .collect()
+    snapshot(&out).into_iter().filter(|(_, n)| matches!(n, Node::File { .. })).map(|(p, _)| (p.clone(), fs::read(out.join(&p)).unwrap())).collect()
 }
 
 #[test]
@@ -122,7 +126,13 @@ fn replacing_libraries_under_readers_keeps_memory_and_inodes_flat() {
 fn replacing_compressed_libraries_keeps_decoded_objects_to_the_live_versions() {
     let bin = tempdir();
     for asset in ["libtwo.so", "libmulti.so", "librdc.so"] {
-        let st = Command::new(kpackfs()).arg("recompress").arg(assets().join("bin").join(asset)).arg(bin.path().join(asset)).stderr(std::process::Stdio::null()).status().unwrap();
+        let st = Command::new(kpackfs())
+            .arg("recompress")
+            .arg(assets().join("bin").join(asset))
+            .arg(bin.path().join(asset))
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
         assert!(st.success(), "recompress {asset}");
     }
     soak(bin.path(), &["--cache-dir", "none", "--archive-compression", "none"]);
@@ -135,7 +145,8 @@ fn soak(bin: &Path, args: &[&str]) {
     let versions = [view_of_version(bin, 0, arch, args), view_of_version(bin, 1, arch, args)];
     // Decoded objects of one version of every library: what the archives
     // of the view hold.
-    let archive_bytes = |v: &HashMap<PathBuf, Vec<u8>>| -> u64 { v.iter().filter(|(p, _)| p.extension().is_some_and(|e| e == "kpack")).map(|(_, b)| b.len() as u64).sum() };
+    let archive_bytes =
+        |v: &HashMap<PathBuf, Vec<u8>>| -> u64 { v.iter().filter(|(p, _)| p.extension().is_some_and(|e| e == "kpack")).map(|(_, b)| b.len() as u64).sum() };
     let live_bytes = versions.iter().map(archive_bytes).max().unwrap_or(0);
     let src = tempdir();
     let root = src.path().to_path_buf();
@@ -181,7 +192,8 @@ fn soak(bin: &Path, args: &[&str]) {
     };
     let readers: Vec<_> = (0..4u64)
         .map(|t| {
-            let (mnt, names, versions, stop, reads, bad, stale) = (m.mnt.clone(), names.clone(), versions.clone(), stop.clone(), reads.clone(), bad.clone(), stale.clone());
+            let (mnt, names, versions, stop, reads, bad, stale) =
+                (m.mnt.clone(), names.clone(), versions.clone(), stop.clone(), reads.clone(), bad.clone(), stale.clone());
             std::thread::spawn(move || {
                 let mut rng = Rng(0xA076_1D64_78BD_642F ^ (t + 1));
                 let mut first_bad = None;

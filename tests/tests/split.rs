@@ -105,7 +105,8 @@ fn split_verifies_and_loads_exactly() {
     assert!(!g.join("math-libs/A/stage/lib/rocblas/library/TensileLibrary_gfx90a.dat").exists());
     assert_eq!(fs::read(out.path().join("blas_gfx90a/math-libs/A/stage/lib/rocblas/library/TensileLibrary_gfx90a.dat")).unwrap(), b"table for gfx90a");
     assert!(g.join("math-libs/A/stage/.kpack/blas.kpm").is_file());
-    let mut archives: Vec<String> = fs::read_dir(out.path().join("blas_gfx90a/math-libs/A/stage/.kpack")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut archives: Vec<String> =
+        fs::read_dir(out.path().join("blas_gfx90a/math-libs/A/stage/.kpack")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     archives.sort();
     assert_eq!(archives, ["blas_gfx90a.kpack", "blas_gfx90a:xnack+.kpack", "blas_gfx90a:xnack-.kpack"]);
     assert_eq!(fs::read_to_string(g.join("artifact_manifest.txt")).unwrap(), "math-libs/A/stage\nmath-libs/B/stage\n");
@@ -147,7 +148,8 @@ fn split_is_deterministic() {
     ok(kp(&["verify".as_ref(), c.path().as_os_str(), "--against".as_ref(), input.path().as_os_str()]), "verify none");
     let d = tempdir();
     ok(split(input.path(), d.path(), "blas", &["--archive-names", "processor"]), "split processor names");
-    let names: Vec<String> = fs::read_dir(d.path().join("blas_gfx90a/math-libs/A/stage/.kpack")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> =
+        fs::read_dir(d.path().join("blas_gfx90a/math-libs/A/stage/.kpack")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names, ["blas_gfx90a.kpack"]);
     assert!(snapshot(d.path()).keys().all(|p| !p.to_string_lossy().contains(':')));
     ok(kp(&["verify".as_ref(), d.path().as_os_str(), "--against".as_ref(), input.path().as_os_str()]), "verify processor names");

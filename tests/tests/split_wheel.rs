@@ -103,7 +103,12 @@ fn wheel_splits_installs_and_loads_exactly() {
     names.sort();
     assert_eq!(
         names,
-        [WHEEL, "hiplib_device_gfx1030-1.2-py3-none-linux_x86_64.whl", "hiplib_device_gfx906-1.2-py3-none-linux_x86_64.whl", "hiplib_device_gfx90a-1.2-py3-none-linux_x86_64.whl"]
+        [
+            WHEEL,
+            "hiplib_device_gfx1030-1.2-py3-none-linux_x86_64.whl",
+            "hiplib_device_gfx906-1.2-py3-none-linux_x86_64.whl",
+            "hiplib_device_gfx90a-1.2-py3-none-linux_x86_64.whl"
+        ]
     );
     for n in &names {
         check_record(&out.join(n));

@@ -26,7 +26,14 @@ fn eight_threads_of_random_reads_match_the_baked_tree() {
         ("libmulti.so", "lib/libmulti_zlib.so", vec!["--ccob-version", "2", "--method", "zlib"]),
         ("librdc.so", "lib/librdc_v1.so", vec!["--ccob-version", "1"]),
     ] {
-        let st = Command::new(kpackfs()).arg("recompress").arg(assets().join("bin").join(input)).arg(root.join(out)).args(&extra).stderr(std::process::Stdio::null()).status().unwrap();
+        let st = Command::new(kpackfs())
+            .arg("recompress")
+            .arg(assets().join("bin").join(input))
+            .arg(root.join(out))
+            .args(&extra)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
         assert!(st.success());
     }
     for b in ["librelr.so", "libpage.so", "app_nopie"] {
@@ -41,11 +48,8 @@ fn eight_threads_of_random_reads_match_the_baked_tree() {
     let m = Mount::new(Some(root), arch, &["--cache-size", "16K", "--threads", "4", none[0], none[1], none[2], none[3]]);
     let baked = bake(root, arch, &none);
     let out = baked.path().join("out");
-    let files: Vec<(PathBuf, Vec<u8>)> = snapshot(&out)
-        .into_iter()
-        .filter(|(_, n)| matches!(n, Node::File { .. }))
-        .map(|(p, _)| (p.clone(), fs::read(out.join(&p)).unwrap()))
-        .collect();
+    let files: Vec<(PathBuf, Vec<u8>)> =
+        snapshot(&out).into_iter().filter(|(_, n)| matches!(n, Node::File { .. })).map(|(p, _)| (p.clone(), fs::read(out.join(&p)).unwrap())).collect();
     assert!(files.iter().any(|(p, _)| p.to_string_lossy().contains("libtwo_ccob.so_gfx90a.kpack")));
     let files = Arc::new(files);
     let secs = std::env::var("KPACKFS_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20u64);
@@ -106,12 +110,8 @@ fn eight_threads_of_random_reads_match_the_baked_tree() {
     }
     dropper.join().unwrap();
     let total = reads.load(Ordering::Relaxed);
-    let stats = Command::new("python3")
-        .arg("-c")
-        .arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())")
-        .arg(&m.mnt)
-        .output()
-        .unwrap();
+    let stats =
+        Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())").arg(&m.mnt).output().unwrap();
     let stats = String::from_utf8_lossy(&stats.stdout).into_owned();
     let counter = |k: &str| stats.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.trim().parse::<u64>().ok())).unwrap_or(0);
     eprintln!("daemon counters:\n{stats}");

@@ -56,7 +56,8 @@ fn each_view_is_exactly_its_single_view_and_the_engine_is_shared() {
     // Inode numbers never meet across views, and the top says what it serves.
     let ino = |p: &str| std::os::unix::fs::MetadataExt::ino(&fs::metadata(m.path(p)).unwrap());
     assert_ne!(ino("gfx1030/lib/libdemo.so.1.0"), ino("gfx90a:xnack-/lib/libdemo.so.1.0"));
-    let arch = Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.arch').decode())").arg(&m.mnt).output().unwrap();
+    let arch =
+        Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.arch').decode())").arg(&m.mnt).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&arch.stdout).trim(), "gfx90a:xnack- gfx1030 gfx90a,gfx1030");
     // The fstab form: one `view=` per view.
     let m2 = Mount::new(Some(src.path()), "", &["-o", "view=gfx1030,view=gfx90a:xnack-"]);

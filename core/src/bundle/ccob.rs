@@ -55,18 +55,8 @@ pub fn parse_header(b: &[u8], at: u64) -> Result<CcobHeader, BundleError> {
     let short = || err(at, "truncated header");
     let (total_size, uncompressed_size, hash, header_len) = match version {
         1 => (None, b.u32_at(8).ok_or_else(short)? as u64, b.u64_at(12).ok_or_else(short)?, 20),
-        2 => (
-            Some(b.u32_at(8).ok_or_else(short)? as u64),
-            b.u32_at(12).ok_or_else(short)? as u64,
-            b.u64_at(16).ok_or_else(short)?,
-            24,
-        ),
-        3 => (
-            Some(b.u64_at(8).ok_or_else(short)?),
-            b.u64_at(16).ok_or_else(short)?,
-            b.u64_at(24).ok_or_else(short)?,
-            32,
-        ),
+        2 => (Some(b.u32_at(8).ok_or_else(short)? as u64), b.u32_at(12).ok_or_else(short)? as u64, b.u64_at(16).ok_or_else(short)?, 24),
+        3 => (Some(b.u64_at(8).ok_or_else(short)?), b.u64_at(16).ok_or_else(short)?, b.u64_at(24).ok_or_else(short)?, 32),
         v => return Err(err(at, format!("unsupported version {v}"))),
     };
     if let Some(t) = total_size {
@@ -164,24 +154,14 @@ impl BufRead for RangeReader<'_> {
 /// Streams the decoded bytes of the CCOB at `at` (at most `limit` of them)
 /// into `out`; returns the compressed bytes consumed. When `limit` equals
 /// the claimed size, checks that exactly that many bytes come out.
-fn decode_into(
-    src: &dyn ReadAt,
-    at: u64,
-    avail: u64,
-    h: &CcobHeader,
-    out: &mut dyn io::Write,
-    limit: u64,
-) -> Result<u64, BundleError> {
+fn decode_into(src: &dyn ReadAt, at: u64, avail: u64, h: &CcobHeader, out: &mut dyn io::Write, limit: u64) -> Result<u64, BundleError> {
     let payload_end = at + avail;
     let mut rr = RangeReader::new(src, at + h.header_len, payload_end);
     let want_all = limit >= h.uncompressed_size;
     let copied = match h.method {
         CcobMethod::Zstd => {
-            let mut dec = zstd::stream::read::Decoder::with_buffer(&mut rr)
-                .map_err(|e| err(at, format!("zstd: {e}")))?
-                .single_frame();
-            let n = io::copy(&mut (&mut dec).take(limit.min(h.uncompressed_size) + u64::from(want_all)), out)
-                .map_err(|e| err(at, format!("zstd: {e}")))?;
+            let mut dec = zstd::stream::read::Decoder::with_buffer(&mut rr).map_err(|e| err(at, format!("zstd: {e}")))?.single_frame();
+            let n = io::copy(&mut (&mut dec).take(limit.min(h.uncompressed_size) + u64::from(want_all)), out).map_err(|e| err(at, format!("zstd: {e}")))?;
             if want_all {
                 // Drain to the end of the frame so that `consumed` is exact.
                 let extra = io::copy(&mut dec, &mut io::sink()).map_err(|e| err(at, format!("zstd: {e}")))?;
@@ -193,8 +173,7 @@ fn decode_into(
         }
         CcobMethod::Zlib => {
             let mut dec = flate2::bufread::ZlibDecoder::new(&mut rr);
-            let n = io::copy(&mut (&mut dec).take(limit.min(h.uncompressed_size) + u64::from(want_all)), out)
-                .map_err(|e| err(at, format!("zlib: {e}")))?;
+            let n = io::copy(&mut (&mut dec).take(limit.min(h.uncompressed_size) + u64::from(want_all)), out).map_err(|e| err(at, format!("zlib: {e}")))?;
             if want_all {
                 let extra = io::copy(&mut dec, &mut io::sink()).map_err(|e| err(at, format!("zlib: {e}")))?;
                 if extra != 0 {

@@ -103,37 +103,24 @@ pub fn parse_bundle(src: &dyn ReadAt, at: u64, avail: u64) -> Result<Bundle, Bun
     let mut entries = Vec::with_capacity(n as usize);
     for i in 0..n {
         loop {
-            let need = table
-                .u64_at(pos + 16)
-                .map(|idlen| idlen.min(MAX_ID_LEN + 1) as usize + 24)
-                .unwrap_or(24);
+            let need = table.u64_at(pos + 16).map(|idlen| idlen.min(MAX_ID_LEN + 1) as usize + 24).unwrap_or(24);
             if pos + need <= table.len() || window_len >= avail - 32 {
                 break;
             }
             window_len = (window_len * 2).max((pos + need) as u64).min(avail - 32);
             table = read_vec_at(src, at + 32, window_len as usize)?;
         }
-        let (Some(offset), Some(size), Some(id_len)) =
-            (table.u64_at(pos), table.u64_at(pos + 8), table.u64_at(pos + 16))
-        else {
+        let (Some(offset), Some(size), Some(id_len)) = (table.u64_at(pos), table.u64_at(pos + 8), table.u64_at(pos + 16)) else {
             return Err(BundleError::corrupt(at, format!("descriptor {i} truncated")));
         };
         if id_len > MAX_ID_LEN {
             return Err(BundleError::corrupt(at, format!("descriptor {i}: id length {id_len}")));
         }
-        let id_bytes = table
-            .get(pos + 24..pos + 24 + id_len as usize)
-            .ok_or_else(|| BundleError::corrupt(at, format!("descriptor {i}: id truncated")))?;
-        let id = String::from_utf8(id_bytes.to_vec())
-            .map_err(|_| BundleError::corrupt(at, format!("descriptor {i}: id not UTF-8")))?;
+        let id_bytes = table.get(pos + 24..pos + 24 + id_len as usize).ok_or_else(|| BundleError::corrupt(at, format!("descriptor {i}: id truncated")))?;
+        let id = String::from_utf8(id_bytes.to_vec()).map_err(|_| BundleError::corrupt(at, format!("descriptor {i}: id not UTF-8")))?;
         match offset.checked_add(size) {
             Some(end) if end <= avail && offset != 0 => {}
-            _ => {
-                return Err(BundleError::corrupt(
-                    at,
-                    format!("entry {id:?}: payload {offset:#x}+{size:#x} outside the bundle"),
-                ))
-            }
+            _ => return Err(BundleError::corrupt(at, format!("entry {id:?}: payload {offset:#x}+{size:#x} outside the bundle"))),
         }
         entries.push(BundleEntry { id, offset, size });
         pos += 24 + id_len as usize;
@@ -286,12 +273,7 @@ pub fn chunk_objects(src: &dyn ReadAt, chunk: &Chunk, chunk_index: usize) -> Res
     for (bundle_at, bundle) in bundles {
         for e in &bundle.entries {
             if let Some(arch) = e.arch() {
-                out.push(CodeObject {
-                    chunk_index,
-                    entry_id: e.id.clone(),
-                    arch: arch.to_string(),
-                    location: locate(bundle_at + e.offset, e.size),
-                });
+                out.push(CodeObject { chunk_index, entry_id: e.id.clone(), arch: arch.to_string(), location: locate(bundle_at + e.offset, e.size) });
             }
         }
     }
@@ -364,10 +346,7 @@ mod tests {
     fn roundtrip_synthetic_bundle() {
         let a = vec![1u8; 100];
         let b = vec![2u8; 50];
-        let blob = write_bundle(
-            &[("host-x86_64-unknown-linux", &[]), ("hipv4-amdgcn-amd-amdhsa--gfx90a", &a), ("hipv4-amdgcn-amd-amdhsa--gfx1030", &b)],
-            4096,
-        );
+        let blob = write_bundle(&[("host-x86_64-unknown-linux", &[]), ("hipv4-amdgcn-amd-amdhsa--gfx90a", &a), ("hipv4-amdgcn-amd-amdhsa--gfx1030", &b)], 4096);
         let b0 = parse_bundle(&blob, 0, blob.len() as u64).unwrap();
         assert_eq!(b0.entries.len(), 3);
         assert_eq!(b0.len, blob.len() as u64);

@@ -17,11 +17,11 @@ use clap::{Args, Subcommand, ValueEnum};
 mod packaging;
 
 use crate::bundle::CcobMethod;
+use crate::data_cache::DiskCache;
 use crate::db::Rules;
 use crate::machine::{Machine, RuntimeEnv};
 use crate::resolve::{self, LoaderEnv, LoaderGen};
 use crate::target::{Selection, TargetId};
-use crate::data_cache::DiskCache;
 use crate::view::{ArchiveCompression, ArchiveNaming, CopyPolicy, View, ViewConfig};
 use crate::wrapper::WrapperKind;
 
@@ -85,7 +85,8 @@ pub enum CommonCommand {
 }
 
 /// Subcommand names, for recognising the `mount.fuse` helper form.
-pub const SUBCOMMANDS: &[&str] = &["mount", "bake", "inspect", "archs", "resolve", "recompress", "split", "verify", "recombine", "split-wheel", "generate", "help", "__unmount-watchdog"];
+pub const SUBCOMMANDS: &[&str] =
+    &["mount", "bake", "inspect", "archs", "resolve", "recompress", "split", "verify", "recombine", "split-wheel", "generate", "help", "__unmount-watchdog"];
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Naming {
@@ -124,7 +125,6 @@ impl From<Naming> for ArchiveNaming {
         }
     }
 }
-
 
 /// Options shared by `mount` and `bake`.
 #[derive(Debug, Args, Clone)]
@@ -507,7 +507,18 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
         match &w.result {
             Ok(r) => {
                 let archive = r.archive.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "(fat bundle)".into());
-                let _ = writeln!(text, "{:<6} {:<5} {:<6} {:<60} {:<44} {:<24} {:>10}  {}", w.index, magic, w.co_index, archive, r.key, r.arch, r.bytes.len(), short_hash(&r.bytes));
+                let _ = writeln!(
+                    text,
+                    "{:<6} {:<5} {:<6} {:<60} {:<44} {:<24} {:>10}  {}",
+                    w.index,
+                    magic,
+                    w.co_index,
+                    archive,
+                    r.key,
+                    r.arch,
+                    r.bytes.len(),
+                    short_hash(&r.bytes)
+                );
                 if let Some(dir) = &args.out {
                     let p = dir.join(format!("{}.co", w.index));
                     std::fs::write(&p, &r.bytes).map_err(|e| Failure::runtime(format!("{}: {e}", p.display())))?;

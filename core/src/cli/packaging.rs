@@ -169,7 +169,8 @@ pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Resu
     let cfg = split_config("wheel", &a.opts, default_naming)?;
     let start = Instant::now();
     let progress = Progress::default();
-    let r = with_progress("splitting wheel", a.opts.quiet, &progress, || crate::split::wheel::split_wheel(&a.wheel, &a.output, &cfg, &progress)).map_err(split_failure)?;
+    let r = with_progress("splitting wheel", a.opts.quiet, &progress, || crate::split::wheel::split_wheel(&a.wheel, &a.output, &cfg, &progress))
+        .map_err(split_failure)?;
     if !r.split.dropped_targets.is_empty() {
         eprintln!("dropped targets not selected: {}", r.split.dropped_targets.join(", "));
     }
@@ -178,7 +179,13 @@ pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Resu
         text.push_str(&format!("{}\n", d.display()));
     }
     emit(&text)?;
-    eprintln!("split {} in {:.2}s: host wheel + {} device wheel(s), {} binaries transformed", a.wheel.display(), start.elapsed().as_secs_f64(), r.devices.len(), r.split.transformed);
+    eprintln!(
+        "split {} in {:.2}s: host wheel + {} device wheel(s), {} binaries transformed",
+        a.wheel.display(),
+        start.elapsed().as_secs_f64(),
+        r.devices.len(),
+        r.split.transformed
+    );
     Ok(())
 }
 

@@ -63,7 +63,6 @@ impl HostFile for PeFile {
     }
 
     fn describe(&self, out: &mut String, src: &dyn ReadAt) -> io::Result<()> {
-
         let pe = self;
         let _ = writeln!(
             out,

@@ -206,18 +206,8 @@ impl PeFile {
                 _ => break,
             }
         }
-        let pe = PeFile {
-            len,
-            headers,
-            opt_off,
-            sect_off,
-            image_base: opt.image_base.get(LE),
-            section_alignment,
-            file_alignment,
-            size_of_headers,
-            sections,
-            dirs,
-        };
+        let pe =
+            PeFile { len, headers, opt_off, sect_off, image_base: opt.image_base.get(LE), section_alignment, file_alignment, size_of_headers, sections, dirs };
         pe.validate()?;
         Ok(pe)
     }

@@ -42,13 +42,7 @@ pub struct ByteLru<K: Hash + Eq + Clone, E: Clone> {
 impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
     /// A cache holding at most `limit` bytes of values.
     pub fn new(limit: u64) -> Self {
-        ByteLru {
-            lru: Mutex::new(LruCache::unbounded()),
-            retired: Mutex::new(VecDeque::new()),
-            inflight: DashMap::new(),
-            limit,
-            stats: CacheStats::default(),
-        }
+        ByteLru { lru: Mutex::new(LruCache::unbounded()), retired: Mutex::new(VecDeque::new()), inflight: DashMap::new(), limit, stats: CacheStats::default() }
     }
 
     pub fn limit(&self) -> u64 {

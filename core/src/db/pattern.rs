@@ -251,8 +251,25 @@ pub fn read(kind: Capture, s: &[u8]) -> Option<(usize, DbArch)> {
 /// into a CU count are only readable against known processors. Longer
 /// names first, so `gfx1250-strict` is not read as `gfx1250`.
 const KNOWN: &[&str] = &[
-    "gfx1250-strict", "gfx1250", "gfx1201", "gfx1200", "gfx1151", "gfx1150", "gfx1102", "gfx1101", "gfx1100",
-    "gfx1030", "gfx1010", "gfx950", "gfx942", "gfx941", "gfx940", "gfx90a", "gfx908", "gfx906", "gfx900",
+    "gfx1250-strict",
+    "gfx1250",
+    "gfx1201",
+    "gfx1200",
+    "gfx1151",
+    "gfx1150",
+    "gfx1102",
+    "gfx1101",
+    "gfx1100",
+    "gfx1030",
+    "gfx1010",
+    "gfx950",
+    "gfx942",
+    "gfx941",
+    "gfx940",
+    "gfx90a",
+    "gfx908",
+    "gfx906",
+    "gfx900",
 ];
 
 fn processor(s: &[u8], n: usize) -> String {

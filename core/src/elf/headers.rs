@@ -50,10 +50,7 @@ impl Ehdr {
     /// `None` unless this is an ELF64 little-endian header.
     pub fn parse(b: &[u8]) -> Option<Ehdr> {
         let (h, _) = pod::from_bytes::<FileHeader64<LE>>(b).ok()?;
-        if h.e_ident.magic != object::elf::ELFMAG
-            || h.e_ident.class != object::elf::ELFCLASS64
-            || h.e_ident.data != object::elf::ELFDATA2LSB
-        {
+        if h.e_ident.magic != object::elf::ELFMAG || h.e_ident.class != object::elf::ELFCLASS64 || h.e_ident.data != object::elf::ELFDATA2LSB {
             return None;
         }
         let mut raw = [0u8; 64];

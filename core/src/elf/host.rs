@@ -117,10 +117,13 @@ impl HostFile for ElfFile {
     }
 
     fn describe(&self, out: &mut String, src: &dyn ReadAt) -> io::Result<()> {
-
         let elf = self;
         let f = src;
-        let _ = writeln!(out, "ELF64 e_type {} machine {}, {} bytes, {} program headers, {} sections", elf.eh.e_type, elf.eh.e_machine, elf.len, elf.eh.phnum, elf.eh.shnum);
+        let _ = writeln!(
+            out,
+            "ELF64 e_type {} machine {}, {} bytes, {} program headers, {} sections",
+            elf.eh.e_type, elf.eh.e_machine, elf.len, elf.eh.phnum, elf.eh.shnum
+        );
         match elf.classify() {
             Ok(()) => {
                 let _ = writeln!(out, "fat binary: would be transformed");

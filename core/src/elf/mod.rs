@@ -97,9 +97,7 @@ impl ElfFile {
         let phdrs = ph_bytes.chunks_exact(PHDR_SIZE as usize).filter_map(Phdr::parse).collect();
         let sh_bytes = table(eh.shoff, eh.shnum, SHDR_SIZE, "section header")?;
         let shdrs: Vec<Shdr> = sh_bytes.chunks_exact(SHDR_SIZE as usize).filter_map(Shdr::parse).collect();
-        let strtab = shdrs
-            .get(eh.shstrndx as usize)
-            .ok_or_else(|| corrupt(format!("e_shstrndx {} out of range", eh.shstrndx)))?;
+        let strtab = shdrs.get(eh.shstrndx as usize).ok_or_else(|| corrupt(format!("e_shstrndx {} out of range", eh.shstrndx)))?;
         if strtab.size > MAX_SHSTRTAB || strtab.offset.checked_add(strtab.size).is_none_or(|e| e > len) {
             return Err(corrupt(".shstrtab outside the file"));
         }

@@ -157,16 +157,7 @@ impl State<'_> {
             ph.filesz = alloc;
             ph.memsz = alloc;
         }
-        h.push(Phdr {
-            p_type: PT_LOAD,
-            flags: PF_R,
-            offset: new_phoff,
-            vaddr: p_vaddr,
-            paddr: p_vaddr,
-            filesz: alloc,
-            memsz: alloc,
-            align: PAGE,
-        });
+        h.push(Phdr { p_type: PT_LOAD, flags: PF_R, offset: new_phoff, vaddr: p_vaddr, paddr: p_vaddr, filesz: alloc, memsz: alloc, align: PAGE });
         let mut bytes = Vec::with_capacity(alloc as usize);
         h.iter().for_each(|p| p.write(&mut bytes));
         bytes.resize(alloc as usize, 0);
@@ -194,14 +185,8 @@ pub fn plan(src: &dyn ReadAt, elf: &ElfFile, marker: &[u8]) -> Result<ElfPlan, E
         return Err(corrupt(".hip_fatbin has no bytes in the file"));
     }
     let n_wrappers = seg.size / WRAPPER_SIZE;
-    let mut st = State {
-        src,
-        buf: Layout::passthrough(elf.len),
-        eh: elf.eh.clone(),
-        phdrs: elf.phdrs.clone(),
-        shdrs: elf.shdrs.clone(),
-        deviations: Vec::new(),
-    };
+    let mut st =
+        State { src, buf: Layout::passthrough(elf.len), eh: elf.eh.clone(), phdrs: elf.phdrs.clone(), shdrs: elf.shdrs.clone(), deviations: Vec::new() };
     let c_len = marker.len() as u64;
 
     // Step A: append the marker as an unmapped section; re-append
@@ -217,18 +202,7 @@ pub fn plan(src: &dyn ReadAt, elf: &ElfFile, marker: &[u8]) -> Result<ElfPlan, E
     st.shdrs[strndx].offset = st.buf.len();
     st.shdrs[strndx].size = names.len() as u64;
     st.buf.push_bytes(names);
-    st.shdrs.push(Shdr {
-        name: name_off,
-        sh_type: SHT_PROGBITS,
-        flags: 0,
-        addr: 0,
-        offset: c_off,
-        size: c_len,
-        link: 0,
-        info: 0,
-        addralign: 1,
-        entsize: 0,
-    });
+    st.shdrs.push(Shdr { name: name_off, sh_type: SHT_PROGBITS, flags: 0, addr: 0, offset: c_off, size: c_len, link: 0, info: 0, addralign: 1, entsize: 0 });
     let marker_idx = st.shdrs.len() - 1;
     st.eh.shoff = st.buf.len();
     st.eh.shnum = u16::try_from(st.shdrs.len()).map_err(|_| corrupt("too many sections"))?;
@@ -434,16 +408,8 @@ fn zero_page(st: &mut State<'_>, fatbin: &Shdr, fatbin_idx: usize) -> Result<(),
     st.eh.phoff = shift(st.eh.phoff, "program header table")?;
     st.eh.shoff = shift(st.eh.shoff, "section header table")?;
     st.buf.delete(aoff, asz)?;
-    let piece = |vaddr: u64, memsz: u64, offset: u64, filesz: u64| Phdr {
-        p_type: PT_LOAD,
-        flags: t.flags,
-        offset,
-        vaddr,
-        paddr: vaddr,
-        filesz,
-        memsz,
-        align: t.align,
-    };
+    let piece =
+        |vaddr: u64, memsz: u64, offset: u64, filesz: u64| Phdr { p_type: PT_LOAD, flags: t.flags, offset, vaddr, paddr: vaddr, filesz, memsz, align: t.align };
     let mut pieces = Vec::with_capacity(4);
     if t.vaddr < sv {
         pieces.push(piece(t.vaddr, sv - t.vaddr, t.offset, (sv - t.vaddr).min(t.filesz)));

@@ -84,10 +84,7 @@ impl Archive {
 
     /// `kpack_get_kernel`: the code object stored under (`key`, `arch`).
     pub fn get_kernel(&self, src: &dyn ReadAt, key: &str, arch: &str) -> Result<Vec<u8>, KpackError> {
-        let e = self
-            .toc
-            .entry(key, arch)
-            .ok_or_else(|| KpackError::KernelNotFound { key: key.to_string(), arch: arch.to_string() })?;
+        let e = self.toc.entry(key, arch).ok_or_else(|| KpackError::KernelNotFound { key: key.to_string(), arch: arch.to_string() })?;
         let stored = self.stored_blob(src, e.ordinal).map_err(|err| match err {
             KpackError::BadBlob { .. } => KpackError::KernelNotFound { key: key.to_string(), arch: arch.to_string() },
             other => other,
@@ -102,11 +99,7 @@ impl Archive {
                 std::io::Read::read_to_end(&mut std::io::Read::take(dec, e.original_size.saturating_add(1)), &mut out)
                     .map_err(|err| KpackError::Decompress(err.to_string()))?;
                 if out.len() as u64 != e.original_size {
-                    return Err(KpackError::Decompress(format!(
-                        "frame decoded to {} bytes, TOC says {}",
-                        out.len(),
-                        e.original_size
-                    )));
+                    return Err(KpackError::Decompress(format!("frame decoded to {} bytes, TOC says {}", out.len(), e.original_size)));
                 }
                 Ok(out)
             }

@@ -88,10 +88,7 @@ impl ArchiveSpec {
                     .iter()
                     .map(|(a, e)| {
                         let original_size = self.blobs.get(e.ordinal as usize).map(BlobData::len).unwrap_or(0);
-                        (
-                            a.clone(),
-                            TocEntry { kind: "hsaco".into(), ordinal: e.ordinal, original_size, metadata: e.metadata.clone() },
-                        )
+                        (a.clone(), TocEntry { kind: "hsaco".into(), ordinal: e.ordinal, original_size, metadata: e.metadata.clone() })
                     })
                     .collect();
                 (k.clone(), list)

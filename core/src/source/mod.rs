@@ -104,7 +104,6 @@ pub fn check_name(name: &OsStr) -> io::Result<()> {
     Ok(())
 }
 
-
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]

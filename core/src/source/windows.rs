@@ -53,19 +53,7 @@ fn kind_of(ft: std::fs::FileType) -> SourceKind {
 
 fn convert(i: &HandleInfo, kind: SourceKind) -> SourceStat {
     let perm = if i.readonly { 0o444 } else { 0o644 } | if kind == SourceKind::Dir { 0o111 } else { 0 };
-    SourceStat {
-        kind,
-        dev: i.dev,
-        ino: i.ino,
-        perm,
-        nlink: i.nlink.max(1),
-        uid: 0,
-        gid: 0,
-        size: i.size,
-        atime: i.atime,
-        mtime: i.mtime,
-        ctime: i.mtime,
-    }
+    SourceStat { kind, dev: i.dev, ino: i.ino, perm, nlink: i.nlink.max(1), uid: 0, gid: 0, size: i.size, atime: i.atime, mtime: i.mtime, ctime: i.mtime }
 }
 
 #[cfg(windows)]
@@ -78,8 +66,8 @@ mod os {
     use std::path::Path;
     use windows_sys::Win32::Foundation::FILETIME;
     use windows_sys::Win32::Storage::FileSystem::{
-        GetDiskFreeSpaceExW, GetFileInformationByHandle, GetFinalPathNameByHandleW, BY_HANDLE_FILE_INFORMATION,
-        FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_READONLY, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
+        GetDiskFreeSpaceExW, GetFileInformationByHandle, GetFinalPathNameByHandleW, BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_DIRECTORY,
+        FILE_ATTRIBUTE_READONLY, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
     };
 
     use super::{HandleInfo, Time};
@@ -297,14 +285,7 @@ impl SourceTree {
     pub fn statfs(&self) -> io::Result<FsStats> {
         const BLOCK: u64 = 4096;
         let (total, free, avail) = os::disk_space(&self.root).unwrap_or((0, 0, 0));
-        Ok(FsStats {
-            block_size: BLOCK,
-            blocks: total / BLOCK,
-            blocks_free: free / BLOCK,
-            blocks_avail: avail / BLOCK,
-            name_max: 255,
-            ..FsStats::default()
-        })
+        Ok(FsStats { block_size: BLOCK, blocks: total / BLOCK, blocks_free: free / BLOCK, blocks_avail: avail / BLOCK, name_max: 255, ..FsStats::default() })
     }
 }
 

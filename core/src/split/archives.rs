@@ -51,7 +51,14 @@ pub fn code_targets(entries: &[Entry]) -> BTreeSet<TargetId> {
     out
 }
 
-pub fn plan(entries: &[Entry], input: &Input, component: &str, selection: Option<&Selection>, naming: ArchiveNaming, compression: ArchiveCompression) -> Vec<PlannedArchive> {
+pub fn plan(
+    entries: &[Entry],
+    input: &Input,
+    component: &str,
+    selection: Option<&Selection>,
+    naming: ArchiveNaming,
+    compression: ArchiveCompression,
+) -> Vec<PlannedArchive> {
     let mut files: BTreeMap<String, Vec<TargetId>> = BTreeMap::new();
     for t in code_targets(entries) {
         if selection.is_some_and(|s| !s.selects(&t)) {
@@ -122,10 +129,8 @@ pub fn plan(entries: &[Entry], input: &Input, component: &str, selection: Option
 fn blob_of(loc: &ObjectLocation) -> BlobData {
     match loc {
         ObjectLocation::Range { offset, len } => BlobData::Source { offset: *offset, len: *len },
-        ObjectLocation::InCcob { ccob_at, ccob_len, header, offset, len } => BlobData::Decoded {
-            blob: std::sync::Arc::new(BlobRef { at: *ccob_at, len: *ccob_len, header: header.clone() }),
-            offset: *offset,
-            len: *len,
-        },
+        ObjectLocation::InCcob { ccob_at, ccob_len, header, offset, len } => {
+            BlobData::Decoded { blob: std::sync::Arc::new(BlobRef { at: *ccob_at, len: *ccob_len, header: header.clone() }), offset: *offset, len: *len }
+        }
     }
 }

@@ -120,7 +120,8 @@ impl PackManifest {
         let s = |m: &[(Value, Value)], k: &str| -> Result<String, String> {
             msgpack::map_get(m, k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("no string {k}"))
         };
-        let u = |m: &[(Value, Value)], k: &str| -> Result<u64, String> { msgpack::map_get(m, k).and_then(Value::as_u64).ok_or_else(|| format!("no integer {k}")) };
+        let u =
+            |m: &[(Value, Value)], k: &str| -> Result<u64, String> { msgpack::map_get(m, k).and_then(Value::as_u64).ok_or_else(|| format!("no integer {k}")) };
         if u(&m, "format_version")? != 1 {
             return Err("format_version is not 1".into());
         }
@@ -143,7 +144,10 @@ impl PackManifest {
     /// comes last.
     pub fn merge(&mut self, other: &PackManifest) -> Result<(), String> {
         if other.component_name != self.component_name || other.prefix != self.prefix {
-            return Err(format!("manifests of {:?} (prefix {:?}) and {:?} (prefix {:?}) do not describe the same component", self.component_name, self.prefix, other.component_name, other.prefix));
+            return Err(format!(
+                "manifests of {:?} (prefix {:?}) and {:?} (prefix {:?}) do not describe the same component",
+                self.component_name, self.prefix, other.component_name, other.prefix
+            ));
         }
         for (arch, f) in &other.kpack_files {
             match self.kpack_files.get(arch) {

@@ -14,12 +14,12 @@
 //! times taken from the input) and written under a staging directory that
 //! is renamed into place only when complete.
 
+mod archives;
 pub mod manifest;
 pub mod recombine;
+mod scan;
 pub mod verify;
 pub mod wheel;
-mod archives;
-mod scan;
 mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -296,7 +296,8 @@ fn write_all(
     for a in planned {
         used.entry(format!("{c}_{}", a.artifact)).or_default().insert(archive_prefix);
     }
-    let trees: Vec<SourceTree> = input.prefixes.iter().map(|p| SourceTree::open(&input.root.join(p)).map_err(|e| SplitError::io(&input.root.join(p), e))).collect::<Result<_, _>>()?;
+    let trees: Vec<SourceTree> =
+        input.prefixes.iter().map(|p| SourceTree::open(&input.root.join(p)).map_err(|e| SplitError::io(&input.root.join(p), e))).collect::<Result<_, _>>()?;
     let scratch = staging.join(".scratch");
     std::fs::create_dir_all(&scratch).map_err(|e| SplitError::io(&scratch, e))?;
     write::run(&trees, entries, &jobs, planned, &paths, &scratch, cfg.jobs, progress)?;

@@ -95,7 +95,8 @@ pub fn parse_config(text: &str) -> Result<Config, String> {
 fn find_artifacts(shards: &Path) -> Result<(usize, Vec<Art>), SplitError> {
     let mut out = Vec::new();
     let mut nshards = 0;
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(shards).map_err(|e| SplitError::io(shards, e))?.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(shards).map_err(|e| SplitError::io(shards, e))?.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
     entries.sort();
     let name_of = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut flat = false;
@@ -126,7 +127,9 @@ fn is_kpm(rel: &Path) -> bool {
 fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::symlink_metadata(a), std::fs::symlink_metadata(b)) {
         (Ok(ma), Ok(mb)) if ma.file_type().is_symlink() && mb.file_type().is_symlink() => std::fs::read_link(a).ok() == std::fs::read_link(b).ok(),
-        (Ok(ma), Ok(mb)) if ma.is_file() && mb.is_file() && ma.len() == mb.len() => crate::split::manifest::sha256_file(a).ok() == crate::split::manifest::sha256_file(b).ok(),
+        (Ok(ma), Ok(mb)) if ma.is_file() && mb.is_file() && ma.len() == mb.len() => {
+            crate::split::manifest::sha256_file(a).ok() == crate::split::manifest::sha256_file(b).ok()
+        }
         _ => false,
     }
 }
@@ -207,7 +210,12 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
                 let other = super::tree_files(&g.dir, true);
                 let (a, b): (BTreeSet<_>, BTreeSet<_>) = (list.iter().filter(|p| !is_kpm(p)).collect(), other.iter().filter(|p| !is_kpm(p)).collect());
                 if let Some(p) = a.symmetric_difference(&b).next() {
-                    return Err(SplitError::Usage(format!("generic artifacts of {c} differ: {} is in one shard ({}) but not another ({})", p.display(), first.shard, g.shard)));
+                    return Err(SplitError::Usage(format!(
+                        "generic artifacts of {c} differ: {} is in one shard ({}) but not another ({})",
+                        p.display(),
+                        first.shard,
+                        g.shard
+                    )));
                 }
                 for p in &a {
                     if !same_file(&first.dir.join(p), &g.dir.join(p)) {
@@ -299,7 +307,15 @@ mod tests {
         .unwrap();
         assert_eq!(up.groups["gfx110X"], vec!["gfx1100", "gfx1101"]);
         assert_eq!((up.primary_shard.as_deref(), up.error_on_missing_architecture), (Some("b"), true));
-        for bad in [r#"[]"#, r#"{"groups": {}}"#, r#"{"groups": {"../x": ["gfx90a"]}}"#, r#"{"groups": {"a": "gfx90a"}}"#, r#"{"groups": {"a": ["nonsense!"]}}"#, "not json", r#"{"a": ["gfx90a"]}"#] {
+        for bad in [
+            r#"[]"#,
+            r#"{"groups": {}}"#,
+            r#"{"groups": {"../x": ["gfx90a"]}}"#,
+            r#"{"groups": {"a": "gfx90a"}}"#,
+            r#"{"groups": {"a": ["nonsense!"]}}"#,
+            "not json",
+            r#"{"a": ["gfx90a"]}"#,
+        ] {
             assert!(parse_config(bad).is_err(), "{bad}");
         }
     }

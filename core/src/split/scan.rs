@@ -47,7 +47,10 @@ impl Input {
                     for c in p.split('/').filter(|c| !c.is_empty()) {
                         at.push(c);
                         if !std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
-                            return Err(SplitError::Usage(format!("{}: prefix {p:?} of {ARTIFACT_MANIFEST} is not a directory inside the artifact", root.display())));
+                            return Err(SplitError::Usage(format!(
+                                "{}: prefix {p:?} of {ARTIFACT_MANIFEST} is not a directory inside the artifact",
+                                root.display()
+                            )));
                         }
                     }
                 }

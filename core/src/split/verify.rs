@@ -307,8 +307,12 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
                     };
                     match (&w.result, want) {
                         (Ok(got), Some(Some(b))) if b == got => r.resolved += 1,
-                        (Ok(_), Some(Some(_))) => r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: code object differs from the fat original's", w.index)),
-                        (Ok(_), Some(None)) => r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: resolves, but the fat original has no code object for it", w.index)),
+                        (Ok(_), Some(Some(_))) => {
+                            r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: code object differs from the fat original's", w.index))
+                        }
+                        (Ok(_), Some(None)) => {
+                            r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: resolves, but the fat original has no code object for it", w.index))
+                        }
                         (Err(e), Some(Some(_))) => r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: {e} (the fat original has one)", w.index)),
                         (Err(_), Some(None)) => {}
                         (Ok(_), None) => r.resolved += 1,
@@ -390,11 +394,7 @@ impl Scratch {
             std::fs::create_dir_all(d).map_err(|e| SplitError::io(d, e))?;
         }
         let real = std::fs::canonicalize(real).map_err(|e| SplitError::io(real, e))?;
-        let r = if archive {
-            symlink(&real, &at)
-        } else {
-            std::fs::hard_link(&real, &at).or_else(|_| std::fs::copy(&real, &at).map(|_| ()))
-        };
+        let r = if archive { symlink(&real, &at) } else { std::fs::hard_link(&real, &at).or_else(|_| std::fs::copy(&real, &at).map(|_| ())) };
         r.map_err(|e| SplitError::io(&at, e))
     }
 }

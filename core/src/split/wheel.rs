@@ -175,8 +175,11 @@ impl Entries {
             record.push_str(&format!("{name},sha256={},{len}\n", b64url(&h.finalize())));
         }
         record.push_str(&format!("{record_name},,\n"));
-        z.start_file(record_name.as_str(), SimpleFileOptions::default().compression_method(CompressionMethod::Deflated).last_modified_time(DateTime::default()).unix_permissions(0o644))
-            .map_err(zerr)?;
+        z.start_file(
+            record_name.as_str(),
+            SimpleFileOptions::default().compression_method(CompressionMethod::Deflated).last_modified_time(DateTime::default()).unix_permissions(0o644),
+        )
+        .map_err(zerr)?;
         z.write_all(record.as_bytes()).map_err(|e| SplitError::io(path, e))?;
         let w = z.finish().map_err(zerr)?;
         // No fsync, as cp, tar and pip do not: the staging directory is
@@ -242,7 +245,8 @@ fn header(metadata: &str, key: &str) -> Option<String> {
 /// device wheel per processor).
 pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, progress: &Progress) -> Result<WheelReport, SplitError> {
     let file_name = wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let wn = WheelName::parse(&file_name).ok_or_else(|| SplitError::Usage(format!("{file_name:?}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")))?;
+    let wn =
+        WheelName::parse(&file_name).ok_or_else(|| SplitError::Usage(format!("{file_name:?}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")))?;
     std::fs::create_dir_all(output).map_err(|e| SplitError::io(output, e))?;
     let host_path = output.join(&file_name);
     if host_path.exists() {
@@ -294,7 +298,8 @@ fn split_in(wheel: &Path, wn: &WheelName, output: &Path, scratch: &Path, base: &
 
     // Host wheel: the wheel outside the overlay root as it was, the generic
     // artifact inside it, METADATA with the device extras.
-    let devices: Vec<String> = report.artifacts.iter().filter_map(|a| a.name.strip_prefix(&format!("{component}_"))).filter(|s| *s != "generic").map(str::to_string).collect();
+    let devices: Vec<String> =
+        report.artifacts.iter().filter_map(|a| a.name.strip_prefix(&format!("{component}_"))).filter(|s| *s != "generic").map(str::to_string).collect();
     let dev_name = |p: &str| format!("{name}-device-{p}");
     let mut extra = Vec::new();
     for p in &devices {

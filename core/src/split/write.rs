@@ -38,7 +38,10 @@ enum Job<'a> {
     File(&'a FileJob),
     /// Objects cut from one source chunk (a plain range, or one CCOB) of
     /// one binary: (archive, ordinal, location).
-    Objects { entry: usize, outs: ChunkOuts },
+    Objects {
+        entry: usize,
+        outs: ChunkOuts,
+    },
 }
 
 /// Progress shared with the caller's display.
@@ -227,7 +230,9 @@ fn write_file(trees: &[SourceTree], e: &Entry, dest: &Path) -> Result<(), SplitE
     match &e.kind {
         EntryKind::File(FileClass::Fat(fb, _)) => {
             let layout = &fb.plan.layout;
-            let mut read = |off: u64, buf: &mut [u8]| -> std::io::Result<usize> { layout.read_at(off, buf, &src, &Uncached).map_err(|err| std::io::Error::other(err.to_string())) };
+            let mut read = |off: u64, buf: &mut [u8]| -> std::io::Result<usize> {
+                layout.read_at(off, buf, &src, &Uncached).map_err(|err| std::io::Error::other(err.to_string()))
+            };
             write_layout(layout, &src, &mut read, &dst).map_err(|err| SplitError::io(&path, err))?;
         }
         _ => {
@@ -249,7 +254,10 @@ fn write_objects(trees: &[SourceTree], e: &Entry, list: &[(usize, u64, ObjectLoc
     let decoded = match list.first().map(|(_, _, l)| l) {
         Some(ObjectLocation::InCcob { ccob_at, ccob_len, header, .. }) => {
             _held = Some(budget.take(header.uncompressed_size));
-            Some(ccob::decode_range(&src, *ccob_at, *ccob_len, header, 0, header.uncompressed_size).map_err(|err| SplitError::Bundle(path.clone(), err.to_string()))?)
+            Some(
+                ccob::decode_range(&src, *ccob_at, *ccob_len, header, 0, header.uncompressed_size)
+                    .map_err(|err| SplitError::Bundle(path.clone(), err.to_string()))?,
+            )
         }
         _ => None,
     };

@@ -179,9 +179,7 @@ impl Copies {
         std::thread::Builder::new().name("kpackfs-copies".into()).spawn(move || {
             for (key, of) in rx {
                 let path: PathBuf = of.path.clone();
-                let r = disk.get_or_insert(&key, &mut |sink: &mut dyn Sink| {
-                    of.write_to_sink(sink).map(|_| ()).map_err(|e| CacheError::Compute(e.to_string()))
-                });
+                let r = disk.get_or_insert(&key, &mut |sink: &mut dyn Sink| of.write_to_sink(sink).map(|_| ()).map_err(|e| CacheError::Compute(e.to_string())));
                 match r {
                     Ok(_) => log::debug!("{}: local copy ready", path.display()),
                     Err(e) => log::warn!("{}: local copy failed: {e}", path.display()),

@@ -350,10 +350,8 @@ impl FatBinary {
                     spec.blobs.push(match &o.location {
                         ObjectLocation::Range { offset, len } => BlobData::Source { offset: *offset, len: *len },
                         ObjectLocation::InCcob { ccob_at, ccob_len, header, offset, len } => {
-                            let blob = blobs
-                                .entry(*ccob_at)
-                                .or_insert_with(|| Arc::new(BlobRef { at: *ccob_at, len: *ccob_len, header: header.clone() }))
-                                .clone();
+                            let blob =
+                                blobs.entry(*ccob_at).or_insert_with(|| Arc::new(BlobRef { at: *ccob_at, len: *ccob_len, header: header.clone() })).clone();
                             BlobData::Decoded { blob, offset: *offset, len: *len }
                         }
                     });

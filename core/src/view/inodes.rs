@@ -3,8 +3,8 @@
 //! of the view, and the indexes the source watcher needs.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
 
 use dashmap::DashMap;
 

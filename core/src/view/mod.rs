@@ -28,8 +28,8 @@ use std::sync::{Arc, OnceLock};
 use dashmap::DashMap;
 use thiserror::Error;
 
-pub use fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary, Objects, ZSTD_LEVEL};
 pub use cached::CopyPolicy;
+pub use fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary, Objects, ZSTD_LEVEL};
 pub use open::OpenFile;
 pub use types::{Attr, DirEntry, DiskSnapshot, Error, NodeType, Origin, Result, Stats, StatsSnapshot, ViewConfig};
 
@@ -53,7 +53,10 @@ enum Node {
     Dir(SourceStat),
     /// `parent` is the binaries' directory; `merged` the source's own
     /// `.kpack` directory if it has one.
-    KpackDir { parent: SourceStat, merged: Option<SourceStat> },
+    KpackDir {
+        parent: SourceStat,
+        merged: Option<SourceStat>,
+    },
     Symlink(SourceStat),
     Pass(SourceStat),
     Transformed(SourceStat, Arc<FatBinary>),
@@ -302,9 +305,7 @@ impl View {
         }
         match self.tree.stat(vpath) {
             Ok(st) => match st.kind {
-                SourceKind::Dir if name == KPACK_DIR && self.has_fat(parent) => {
-                    Ok(Node::KpackDir { parent: self.tree.stat(parent)?, merged: Some(st) })
-                }
+                SourceKind::Dir if name == KPACK_DIR && self.has_fat(parent) => Ok(Node::KpackDir { parent: self.tree.stat(parent)?, merged: Some(st) }),
                 SourceKind::Dir if self.hidden_dir(vpath) => Err(Error::NotFound),
                 SourceKind::Dir => Ok(Node::Dir(st)),
                 SourceKind::Symlink => Ok(Node::Symlink(st)),
@@ -616,4 +617,3 @@ impl View {
         Ok(self.tree.statfs()?)
     }
 }
-

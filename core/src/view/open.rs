@@ -53,7 +53,6 @@ impl Slots {
     }
 }
 
-
 /// What an open file serves.
 #[derive(Clone)]
 pub(super) enum Content {
@@ -93,9 +92,7 @@ impl BlobStore for Blobs<'_> {
     fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> std::result::Result<Arc<Vec<u8>>, LayoutError> {
         self.cache
             .get_or_load_tagged(&object_key(&self.id, blob.at, offset, len), version_tag(&self.id), || {
-                self.slots.run(|| crate::bundle::ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len))
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string())
+                self.slots.run(|| crate::bundle::ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len)).map(Arc::new).map_err(|e| e.to_string())
             })
             .map_err(LayoutError::Shared)
     }

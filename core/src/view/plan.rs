@@ -21,7 +21,6 @@ pub(super) enum Analysis {
     Fat(Arc<FatBinary>),
 }
 
-
 /// Plans (and probe results) kept before the cache is simply reset: each
 /// is cheap to rebuild, and this bounds memory over a changing tree.
 const MAX_PLANS: usize = 1 << 16;
@@ -46,7 +45,6 @@ fn slow_plan_hook(rel: &str) {
 
 #[cfg(not(debug_assertions))]
 fn slow_plan_hook(_rel: &str) {}
-
 
 impl View {
     /// Cheap, cached: does this file (by identity) look like a fat binary?

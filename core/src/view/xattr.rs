@@ -10,7 +10,6 @@ const XATTR_ARCH: &str = "user.kpackfs.arch";
 const XATTR_SOURCE: &str = "user.kpackfs.source";
 const XATTR_TARGETS: &str = "user.kpackfs.targets";
 
-
 impl View {
     /// Names of the operator attributes of node `ino`: `user.kpackfs.origin`
     /// everywhere; on the root also the counters, selection and source; on
