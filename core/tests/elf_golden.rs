@@ -1,6 +1,7 @@
 //! The ELF planner against the reference tool's output: every `.kpacked`
 //! golden reproduced byte for byte from its input and marker values
-//! (test_assets/vectors/README.md), the non-PIE one with the B1 fix.
+//! (test_assets/vectors/README.md), the non-PIE one with the B1 fix, the
+//! executables with their program header table where old kernels look.
 
 mod common;
 
@@ -58,15 +59,75 @@ fn libk2_page_aligned_fatbin() {
     check("elf/libk2_pa.so", "elf/libk2_pa.so.kpacked", "../.kpack/t_@GFXARCH@.kpack", "lib/libk2_pa.so");
 }
 
+/// One program header: (type, offset, vaddr, paddr, filesz, memsz).
+type Ph = (u32, u64, u64, u64, u64, u64);
+
+/// `e_phoff` and the program headers as `object` (not the planner's own
+/// parser) reads them.
+fn program_headers(b: &[u8]) -> (u64, Vec<Ph>) {
+    use object::elf::FileHeader64;
+    use object::read::elf::{FileHeader, ProgramHeader};
+    use object::LittleEndian as LE;
+    let h = FileHeader64::<LE>::parse(b).unwrap();
+    let ph = h.program_headers(LE, b).unwrap();
+    let v = ph.iter().map(|p| (p.p_type(LE).0, p.p_offset(LE), p.p_vaddr(LE), p.p_paddr(LE), p.p_filesz(LE), p.p_memsz(LE))).collect();
+    (h.e_phoff.get(LE), v)
+}
+
+/// An executable against the reference's output, which maps its relocated
+/// program header table where only kernels from 5.18 on find it. Ours must
+/// satisfy the rule of older kernels (`AT_PHDR` = first PT_LOAD's
+/// `p_vaddr - p_offset` + `e_phoff`, from Linux 4.18's binfmt_elf.c), differ
+/// from the reference only in `e_phoff` and the table's two headers, and
+/// otherwise be the reference's bytes followed by zeros and the table.
+/// Returns the other differing offsets (callers expect none or B1's).
+fn exec_against_reference(out: &[u8], want: &[u8]) -> Vec<usize> {
+    const PT_LOAD: u32 = 1;
+    const PT_PHDR: u32 = 6;
+    let (phoff, ours) = program_headers(out);
+    let (ref_phoff, theirs) = program_headers(want);
+    assert_ne!(phoff, ref_phoff, "the table was expected to move");
+    let first = ours.iter().find(|p| p.0 == PT_LOAD).unwrap();
+    let old_kernel_at_phdr = first.2 - first.1 + phoff;
+    let table = ours.iter().find(|p| p.0 == PT_PHDR).unwrap();
+    assert_eq!((table.1, table.2, table.3), (phoff, old_kernel_at_phdr, old_kernel_at_phdr), "PT_PHDR");
+    let seg = ours.iter().find(|p| p.0 == PT_LOAD && p.1 == phoff).expect("a PT_LOAD maps the table");
+    assert_eq!((seg.2, seg.3, seg.4), (old_kernel_at_phdr, old_kernel_at_phdr, table.4));
+    // Above every other segment: nothing else is mapped over it.
+    for p in ours.iter().filter(|p| p.0 == PT_LOAD && p.1 != phoff) {
+        assert!(p.2 + p.5 <= old_kernel_at_phdr, "{p:x?} overlaps the table at {old_kernel_at_phdr:#x}");
+    }
+    assert_eq!(ours.len(), theirs.len());
+    for (a, b) in ours.iter().zip(&theirs) {
+        if b.1 == ref_phoff && (b.0 == PT_PHDR || b.0 == PT_LOAD) {
+            assert_eq!((a.0, a.4, a.5), (b.0, b.4, b.5), "only the table's place changes");
+        } else {
+            assert_eq!(a, b);
+        }
+    }
+    // The reference's bytes (except e_phoff), zeros, the table.
+    assert!(out.len() as u64 >= phoff + table.4);
+    assert!(out[want.len()..phoff as usize].iter().all(|&b| b == 0));
+    assert_eq!(out.len() as u64, phoff + table.4);
+    (0..want.len()).filter(|&i| out[i] != want[i] && !(0x20..0x28).contains(&i)).collect()
+}
+
+fn check_exec(rel_in: &str, rel_out: &str, search: &str, kernel_name: &str) {
+    let g = vectors().join("generated-golden");
+    let (out, plan) = transform(&read(g.join(rel_in)), search, kernel_name);
+    assert_eq!(plan.deviations, [Deviation::OldKernelPhdrs], "{rel_in}");
+    assert_eq!(exec_against_reference(&out, &read(g.join(rel_out))), Vec::<usize>::new(), "{rel_in}");
+}
+
 #[test]
 fn app_pie() {
-    check("elf/app_pie", "elf/app_pie.kpacked", "../.kpack/test_@GFXARCH@.kpack", "lib/app_pie");
+    check_exec("elf/app_pie", "elf/app_pie.kpacked", "../.kpack/test_@GFXARCH@.kpack", "lib/app_pie");
 }
 
 #[test]
 fn splitter_outputs() {
     check("elf/libk2.so", "kpack/split_libk2.so", "../.kpack/test_lib_@GFXARCH@.kpack", "stage/lib/libk2.so");
-    check("elf/app_pie", "kpack/split_app_pie", "../.kpack/test_lib_@GFXARCH@.kpack", "stage/bin/app_pie");
+    check_exec("elf/app_pie", "kpack/split_app_pie", "../.kpack/test_lib_@GFXARCH@.kpack", "stage/bin/app_pie");
 }
 
 #[test]
@@ -75,11 +136,10 @@ fn app_nopie_with_b1_fix() {
     let input = read(g.join("elf/app_nopie"));
     let want = read(g.join("elf/app_nopie.kpacked"));
     let (out, plan) = transform(&input, "../.kpack/test_@GFXARCH@.kpack", "lib/app_nopie");
-    assert_eq!(plan.deviations, [Deviation::NonPiePointer]);
-    assert_eq!(out.len(), want.len());
-    // The only difference from the reference: each wrapper's pointer is the
-    // marker's address instead of 0.
-    let diff: Vec<usize> = (0..out.len()).filter(|&i| out[i] != want[i]).collect();
+    assert_eq!(plan.deviations, [Deviation::NonPiePointer, Deviation::OldKernelPhdrs]);
+    // Apart from the table's place: each wrapper's pointer is the marker's
+    // address instead of 0.
+    let diff = exec_against_reference(&out, &want);
     assert!(!diff.is_empty() && diff.len() <= 8, "{diff:x?}");
     let w = diff[0] - diff[0] % 8;
     assert_eq!(&want[w..w + 8], &[0u8; 8]);
@@ -95,4 +155,22 @@ fn not_fat_and_already_kpacked_pass_through() {
     assert!(matches!(f.classify(), Err(elf::ElfError::AlreadyKpacked)));
     let dll = read(g.join("pe/w.dll"));
     assert!(matches!(ElfFile::parse(&dll), Err(elf::ElfError::NotElf)));
+}
+
+/// The check `inspect` (and `verify`) run: the reference's executables
+/// break the old kernels' rule, ours and the linker's originals keep it,
+/// shared libraries are not judged.
+#[test]
+fn old_kernel_rule_is_reported() {
+    let g = vectors().join("generated-golden");
+    let mismatch = |b: &[u8]| ElfFile::parse(&b.to_vec()).unwrap().old_kernel_phdr_mismatch();
+    assert_eq!(mismatch(&read(g.join("elf/app_pie.kpacked"))), Some((0x8000, 0xd000)));
+    assert_eq!(mismatch(&read(g.join("elf/app_nopie.kpacked"))), Some((0x408000, 0x40a000)));
+    for f in ["elf/app_pie", "elf/app_nopie", "elf/libk.so.kpacked", "elf/libk2.so.kpacked"] {
+        assert_eq!(mismatch(&read(g.join(f))), None, "{f}");
+    }
+    for (f, name) in [("elf/app_pie", "lib/app_pie"), ("elf/app_nopie", "lib/app_nopie")] {
+        let (out, _) = transform(&read(g.join(f)), "../.kpack/test_@GFXARCH@.kpack", name);
+        assert_eq!(mismatch(&out), None, "{f} transformed");
+    }
 }

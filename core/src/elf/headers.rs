@@ -15,6 +15,7 @@ pub const SYM_SIZE: u64 = 24;
 
 pub const PT_LOAD: u32 = object::elf::PT_LOAD.0;
 pub const PT_PHDR: u32 = object::elf::PT_PHDR.0;
+pub const PT_INTERP: u32 = object::elf::PT_INTERP.0;
 pub const PF_R: u32 = object::elf::PF_R.0;
 pub const SHT_NULL: u32 = object::elf::SHT_NULL.0;
 pub const SHT_PROGBITS: u32 = object::elf::SHT_PROGBITS.0;

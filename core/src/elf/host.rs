@@ -124,6 +124,12 @@ impl HostFile for ElfFile {
             "ELF64 e_type {} machine {}, {} bytes, {} program headers, {} sections",
             elf.eh.e_type, elf.eh.e_machine, elf.len, elf.eh.phnum, elf.eh.shnum
         );
+        if let Some((old, actual)) = elf.old_kernel_phdr_mismatch() {
+            let _ = writeln!(
+                out,
+                "program headers: mapped at {actual:#x}, but kernels before Linux 5.18 pass {old:#x} to ld.so: this executable will not start there"
+            );
+        }
         match elf.classify() {
             Ok(()) => {
                 let _ = writeln!(out, "fat binary: would be transformed");

@@ -11,11 +11,11 @@ use std::io;
 use thiserror::Error;
 
 pub use headers::{Ehdr, Phdr, Shdr, ET_DYN, ET_EXEC};
-pub use transform::{plan, Deviation, ElfPlan, WrapperInfo};
+pub use transform::{old_kernel_phdr_vaddr, plan, Deviation, ElfPlan, WrapperInfo};
 
 use crate::io::{read_exact_at, read_vec_at, ReadAt};
 use crate::layout::LayoutError;
-use headers::{EHDR_SIZE, EM_X86_64, PHDR_SIZE, SHDR_SIZE};
+use headers::{EHDR_SIZE, EM_X86_64, PHDR_SIZE, PT_INTERP, SHDR_SIZE};
 
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
 pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
@@ -147,6 +147,22 @@ impl ElfFile {
     /// The `.hip_fatbin` section header, if any.
     pub fn fatbin(&self) -> Option<&Shdr> {
         self.find_section(FATBIN_SECTION).and_then(|i| self.shdrs.get(i))
+    }
+
+    /// For an executable (PT_INTERP) whose program header table is mapped
+    /// somewhere other than where kernels before Linux 5.18 say it is
+    /// ([`old_kernel_phdr_vaddr`]): `(where they look, where it is)`. Such a
+    /// program dies in ld.so before `main` on those kernels (EL8's 4.18).
+    /// `None` when the rule holds, for shared libraries, and when the
+    /// table is not mapped at all (nothing to compare).
+    pub fn old_kernel_phdr_mismatch(&self) -> Option<(u64, u64)> {
+        if !self.phdrs.iter().any(|p| p.p_type == PT_INTERP) {
+            return None;
+        }
+        let seg = self.phdrs.iter().find(|p| p.is_load() && self.eh.phoff >= p.offset && self.eh.phoff - p.offset < p.filesz)?;
+        let actual = seg.vaddr.checked_add(self.eh.phoff - seg.offset)?;
+        let old = old_kernel_phdr_vaddr(&self.phdrs, self.eh.phoff)?;
+        (old != actual).then_some((old, actual))
     }
 }
 
