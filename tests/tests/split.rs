@@ -289,3 +289,24 @@ fn compressed_bundles_split_exactly() {
         installed_loads(&[out.path().join("ccob_generic"), out.path().join("ccob_gfx1030")], "gfx1030");
     }
 }
+
+/// A split that fails leaves its output as it found it: out of space part
+/// way (a small tmpfs), into the mount point itself and into a directory
+/// to create; and a selection matching nothing creates no directory.
+#[test]
+fn failed_split_leaves_nothing_behind() {
+    require_root();
+    let input = artifact();
+    let work = tempdir();
+    let small = Tmpfs::new(&work.path().join("small"), "128k");
+    for out in [small.0.clone(), small.0.join("new/out")] {
+        let o = split(input.path(), &out, "blas", &[]);
+        assert_eq!(o.status.code(), Some(1), "{}: {}", out.display(), text(&o));
+        assert!(text(&o).contains("No space left on device"), "{}", text(&o));
+        assert_eq!(fs::read_dir(&small.0).unwrap().count(), 0, "{}: partial output left", out.display());
+    }
+    let out = work.path().join("never");
+    let o = split(input.path(), &out, "blas", &["--targets", "gfx1100"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!out.exists(), "a failed split created its output directory");
+}

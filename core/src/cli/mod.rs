@@ -430,8 +430,8 @@ fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
         }
     };
     let r = crate::bake::bake(&view, &args.dest, &mut progress).map_err(|e| match e {
-        crate::bake::BakeError::DestNotEmpty(_) => Failure::usage(e.to_string()),
-        other => Failure::runtime(other.to_string()),
+        e if e.is_usage() => Failure::usage(e.to_string()),
+        other => Failure::runtime(format!("{other} ({} left as it was)", args.dest.display())),
     })?;
     if !quiet {
         eprintln!(

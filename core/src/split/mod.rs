@@ -31,6 +31,7 @@ use thiserror::Error;
 
 use crate::db::{DbArch, Rules};
 use crate::source::{SourceTree, Time};
+use crate::staging::Staging;
 use crate::target::Selection;
 use crate::view::{ArchiveCompression, ArchiveNaming};
 
@@ -147,12 +148,14 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
     check_component(c)?;
     let input = Input::open(input)?;
     // Writing inside the input would split the output as it appears.
-    if let (Ok(i), Some(o)) = (std::fs::canonicalize(&input.root), resolved(output)) {
+    if let (Ok(i), Ok(o)) = (crate::staging::resolve_path(&input.root), crate::staging::resolve_path(output)) {
         if o.starts_with(&i) {
             return Err(SplitError::Usage(format!("{}: the output may not be inside the input {}", output.display(), input.root.display())));
         }
     }
-    std::fs::create_dir_all(output).map_err(|e| SplitError::io(output, e))?;
+    // Everything is written under a staging directory in OUTPUT; a failed
+    // split drops it, and OUTPUT too when this run created it.
+    let staging = Staging::begin(output, &format!("split-{c}")).map_err(|e| SplitError::io(output, e))?;
     let taken = format!("{c}_");
     for e in std::fs::read_dir(output).map_err(|e| SplitError::io(output, e))? {
         let name = e.map_err(|e| SplitError::io(output, e))?.file_name();
@@ -184,35 +187,10 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
         }
     }
 
-    let staging = output.join(format!(".kpackfs-split-{c}.{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    let result = write_all(&input, &entries, &planned, &known, cfg, &staging, progress, &mut report);
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
-        return result.map(|_| report);
-    }
+    write_all(&input, &entries, &planned, &known, cfg, staging.path(), progress, &mut report)?;
     // Complete: move the artifacts into place.
-    for a in &report.artifacts {
-        let from = staging.join(&a.name);
-        let to = output.join(&a.name);
-        std::fs::rename(&from, &to).map_err(|e| SplitError::io(&to, e))?;
-    }
-    let _ = std::fs::remove_dir_all(&staging);
+    staging.commit(false).map_err(|e| SplitError::io(output, e))?;
     Ok(report)
-}
-
-/// `p` with symlinks resolved as far as it exists, the rest appended.
-fn resolved(p: &Path) -> Option<PathBuf> {
-    let abs = std::path::absolute(p).ok()?;
-    let mut rest = Vec::new();
-    let mut cur = abs.as_path();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(cur) {
-            return Some(rest.iter().rev().fold(c, |acc: PathBuf, n| acc.join(n)));
-        }
-        rest.push(cur.file_name()?.to_os_string());
-        cur = cur.parent()?;
-    }
 }
 
 /// Writes every artifact under `staging`.
