@@ -102,6 +102,10 @@ pub struct RecombineArgs {
     /// JSON: {"groups": {"<group>": ["gfx90a", "gfx942"], …}}.
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
+    /// Leave out targets the shards carry but no group names (refused
+    /// otherwise).
+    #[arg(long)]
+    pub allow_drop: bool,
 }
 
 /// Worker threads: the user's count, else every core.
@@ -248,7 +252,14 @@ pub(super) fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
 }
 
 pub(super) fn recombine_cmd(a: RecombineArgs) -> Result<(), Failure> {
-    let r = crate::split::recombine::recombine(&a.shards, &a.output, &a.config).map_err(split_failure)?;
+    let opts = crate::split::recombine::RecombineOptions { allow_drop: a.allow_drop };
+    let r = crate::split::recombine::recombine(&a.shards, &a.output, &a.config, opts).map_err(split_failure)?;
+    if !r.unclaimed.is_empty() {
+        eprintln!("left out (no group names them, --allow-drop): {}", r.unclaimed.join(", "));
+    }
+    if !r.missing.is_empty() {
+        eprintln!("named by the configuration but carried by no shard (error_on_missing_architecture: false): {}", r.missing.join(", "));
+    }
     let mut text = String::new();
     for (name, files) in &r.artifacts {
         text.push_str(&format!("{name:<40} {files:>7} files\n"));
