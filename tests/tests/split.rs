@@ -399,3 +399,20 @@ fn recombine_never_writes_through_a_symlink() {
     assert!(!outside.path().join("evil").exists());
     assert!(!out.exists(), "output left behind");
 }
+
+/// An input already holding a file where split writes an archive or the
+/// pack manifest (split before, or stale archives) is refused: the stale
+/// file would ship in generic beside the new one in a target artifact.
+#[test]
+fn split_refuses_an_input_holding_its_archives() {
+    for stale in [".kpack/blas.kpm", ".kpack/blas_gfx90a:xnack-.kpack"] {
+        let input = artifact();
+        write(&input.path().join("math-libs/A/stage").join(stale), b"stale");
+        let work = tempdir();
+        let out = work.path().join("out");
+        let o = split(input.path(), &out, "blas", &[]);
+        assert_eq!(o.status.code(), Some(2), "{stale}: {}", text(&o));
+        assert!(text(&o).contains(&format!("math-libs/A/stage/{stale}, a path split writes")), "{}", text(&o));
+        assert!(!out.exists());
+    }
+}

@@ -17,6 +17,7 @@
 mod archives;
 pub mod manifest;
 pub mod recombine;
+mod record;
 mod scan;
 pub mod verify;
 pub mod wheel;
@@ -57,6 +58,9 @@ pub enum SplitError {
     NoMatch(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// The input holds a file at a path the split generates (exit 2).
+    #[error("{}: already holds {}, a path split writes (an archive or the pack manifest): the input looks split already or carries stale archives; remove it, or split the fat original", input.display(), rel.display())]
+    Occupied { input: PathBuf, rel: PathBuf },
 }
 
 impl SplitError {
@@ -271,6 +275,18 @@ fn write_all(
     let archive_prefix = entries.iter().find(|e| matches!(e.kind, EntryKind::File(FileClass::Fat(..)))).map_or(0, |e| e.prefix);
     let kpack_rel = in_prefix(archive_prefix, Path::new(crate::view::KPACK_DIR));
     let paths: Vec<PathBuf> = planned.iter().map(|a| art_dir(&format!("{c}_{}", a.artifact)).join(&kpack_rel).join(&a.name)).collect();
+    // An input file at a path split writes (an archive, the pack
+    // manifest) would ship twice: the stale one in generic, the new one in
+    // a target artifact, and the installed tree would hold whichever was
+    // installed last. Such an input was split before or carries stale
+    // archives; it is refused rather than guessed at.
+    if !planned.is_empty() {
+        let mut generated: BTreeSet<PathBuf> = planned.iter().map(|a| kpack_rel.join(&a.name)).collect();
+        generated.insert(kpack_rel.join(PackManifest::file_name(c)));
+        if let Some(e) = entries.iter().find(|e| generated.contains(&in_prefix(e.prefix, &e.rel))) {
+            return Err(SplitError::Occupied { input: input.root.clone(), rel: in_prefix(e.prefix, &e.rel) });
+        }
+    }
     for a in planned {
         used.entry(format!("{c}_{}", a.artifact)).or_default().insert(archive_prefix);
     }
