@@ -2,7 +2,8 @@
 //! nothing behind when it fails: a destination inside the source (or the
 //! source inside the destination) is refused before anything is written,
 //! and a bake that runs out of space (a small tmpfs mounted by the test)
-//! leaves the destination as it was.
+//! leaves the destination as it was. `resolve --out` likewise writes its
+//! objects only when every wrapper resolved and they all fit.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -90,4 +91,28 @@ fn bake_out_of_space_leaves_no_partial_destination() {
     let o = bake_to(&src, &small.0);
     assert!(o.status.success(), "{}", text(&o));
     assert!(small.0.join("lib/libdemo.so").is_file());
+}
+
+#[test]
+fn resolve_out_writes_all_or_nothing() {
+    require_root();
+    let work = tempdir();
+    let lib = assets().join("bin/libtwo.so");
+    let resolve = |arch: &str, out: &Path| Command::new(kpackfs()).arg("resolve").arg(&lib).args(["--arch", arch, "--out"]).arg(out).output().expect("kpackfs");
+    // No wrapper resolves for a target the library does not carry.
+    let out = work.path().join("none");
+    let o = resolve("gfx1100", &out);
+    assert!(!out.exists(), "a failed resolve created its output directory");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("nothing written"), "{}", text(&o));
+    // Objects that do not fit (4.5 KB each into one page): nothing partial.
+    let small = Tmpfs::new(&work.path().join("small"), "4k");
+    let o = resolve("gfx90a:xnack-", &small.0);
+    assert_eq!(listing(&small.0), Vec::<PathBuf>::new(), "partial objects left");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("No space left on device"), "{}", text(&o));
+    // Both objects when it works.
+    let o = resolve("gfx90a:xnack-", &out);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(listing(&out), vec![out.join("0.co"), out.join("1.co")]);
 }
