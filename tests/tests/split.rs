@@ -309,6 +309,13 @@ fn failed_split_leaves_nothing_behind() {
     let o = split(input.path(), &out, "blas", &["--targets", "gfx1100"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     assert!(!out.exists(), "a failed split created its output directory");
+    // An output that is a file is an unusable path (exit 2), said so.
+    let file = work.path().join("afile");
+    fs::write(&file, b"keep").unwrap();
+    let o = split(input.path(), &file, "blas", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("exists and is not a directory"), "{}", text(&o));
+    assert_eq!(fs::read(&file).unwrap(), b"keep");
 }
 
 /// Two shards of the artifact: gfx90a in `shard-a`, gfx1030 in `shard-b`.

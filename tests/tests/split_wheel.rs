@@ -260,3 +260,17 @@ out.writestr(z.getinfo(record), rec); done.add(record)"#;
     let o = kp(&["split-wheel".as_ref(), w.as_os_str(), out.as_os_str(), "-q".as_ref(), "--max-unpack-ratio".as_ref(), "5000".as_ref()]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// Errors name the wheel's entries, not the staging directory they were
+/// unpacked to (gone when the user reads the message).
+#[test]
+fn errors_name_the_wheel_not_the_staging_directory() {
+    let dir = tempdir();
+    let fat = fat_wheel(dir.path(), None);
+    let out = dir.path().join("out");
+    let o = kp(&["split-wheel".as_ref(), fat.as_os_str(), out.as_os_str(), "-q".as_ref(), "--targets".as_ref(), "gfx1100".as_ref()]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains(".kpackfs-"), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}:hiplib", fat.display())), "{}", text(&o));
+    assert!(!out.exists());
+}

@@ -157,6 +157,9 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
             return Err(SplitError::Usage(format!("{}: the output may not be inside the input {}", output.display(), input.root.display())));
         }
     }
+    if std::fs::metadata(output).is_ok_and(|m| !m.is_dir()) {
+        return Err(SplitError::Usage(format!("{}: exists and is not a directory", output.display())));
+    }
     // Everything is written under a staging directory in OUTPUT; a failed
     // split drops it, and OUTPUT too when this run created it.
     let staging = Staging::begin(output, &format!("split-{c}")).map_err(|e| SplitError::io(output, e))?;

@@ -309,9 +309,32 @@ pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, limits: Unpa
     let scratch = staging.path().join(".work");
     let r = split_in(wheel, &wn, output, staging.path(), &scratch, base, limits, progress);
     let _ = std::fs::remove_dir_all(&scratch);
-    let r = r?;
+    let r = r.map_err(|e| in_wheel_terms(e, &scratch.join("wheel"), wheel, staging.path(), output))?;
     staging.commit(false).map_err(|e| SplitError::io(output, e))?;
     Ok(r)
+}
+
+/// An error about the unpacked copy of the wheel, reworded to name the
+/// wheel's entry (`dist/x.whl:pkg/lib/libx.so`) instead of a path in the
+/// staging directory, which is gone by the time the user reads it.
+/// Other staging paths become OUTPUT.
+fn in_wheel_terms(e: SplitError, unpacked: &Path, wheel: &Path, stage: &Path, output: &Path) -> SplitError {
+    let prefix = unpacked.display().to_string();
+    let entry = |p: PathBuf| match (p.strip_prefix(unpacked), p.starts_with(stage)) {
+        (Ok(rel), _) => PathBuf::from(format!("{}:{}", wheel.display(), super::slash(rel))),
+        (_, true) => output.to_path_buf(),
+        _ => p,
+    };
+    let text = |m: String| m.replace(&format!("{prefix}/"), &format!("{}:", wheel.display())).replace(&prefix, &wheel.display().to_string());
+    match e {
+        SplitError::Usage(m) => SplitError::Usage(text(m)),
+        SplitError::NoMatch(m) => SplitError::NoMatch(text(m)),
+        SplitError::Io { path, err } => SplitError::Io { path: entry(path), err },
+        SplitError::Changed(p) => SplitError::Changed(entry(p)),
+        SplitError::Bundle(p, m) => SplitError::Bundle(entry(p), m),
+        SplitError::Archive(p, m) => SplitError::Archive(entry(p), m),
+        other => other,
+    }
 }
 
 /// Unpacks, checks and splits `wheel`, writing the wheels into `stage`
