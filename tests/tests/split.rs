@@ -359,6 +359,12 @@ fn recombine_checks_the_configuration_against_the_shards() {
     refused(r#"{"groups": {"g": ["gfx90", "gfx1030"]}}"#, &[], &["gfx90 ", "gfx1030, gfx90a", "did you mean gfx90a?"]);
     refused(r#"{"groups": {"g": ["gfx90a"]}}"#, &[], &["leaves out gfx1030", "--allow-drop"]);
     refused(r#"{"groups": {"generic": ["gfx90a", "gfx1030"]}}"#, &["--allow-drop"], &["reserved"]);
+    // Inside the shards (here: inside an artifact it would copy from).
+    let inside = shards.path().join("shard-a/blas_gfx90a/out");
+    let o = recombine(shards.path(), &inside, r#"{"groups": {"g": ["gfx90a", "gfx1030"]}}"#, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("inside the shards"), "{}", text(&o));
+    assert!(!inside.exists());
 
     let o = ok(recombine(shards.path(), &out, r#"{"groups": {"g": ["gfx90a"]}}"#, &["--allow-drop"]), "recombine --allow-drop");
     assert!(text(&o).contains("left out") && text(&o).contains("blas_gfx1030"), "{}", text(&o));

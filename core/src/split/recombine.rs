@@ -293,6 +293,13 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path, opts: RecombineOpt
         }
     }
     check_targets(&cfg, &comps, opts, &mut report)?;
+    // An output inside the shards would be read as a shard by the next run,
+    // or by this one, when inside an artifact being copied.
+    if let (Ok(s), Ok(o)) = (crate::staging::resolve_path(shards), crate::staging::resolve_path(output)) {
+        if o.starts_with(&s) {
+            return Err(SplitError::Usage(format!("{}: the output may not be inside the shards directory {}", output.display(), shards.display())));
+        }
+    }
     if std::fs::metadata(output).is_ok_and(|m| !m.is_dir()) {
         return Err(SplitError::Usage(format!("{}: exists and is not a directory", output.display())));
     }
