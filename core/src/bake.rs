@@ -14,16 +14,28 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::copy::{open_dir, set_link_times, set_perm, systime};
+use crate::staging::Staging;
 use crate::view::{self, NodeType, Origin, View, ROOT_INO};
 
 #[derive(Debug, Error)]
 pub enum BakeError {
     #[error("destination {0} exists and is not an empty directory")]
     DestNotEmpty(PathBuf),
+    /// Baking into the source would bake its own output, level after level.
+    #[error("destination {dest} and source {src} are inside one another: choose a destination outside the source")]
+    Nested { src: PathBuf, dest: PathBuf },
     #[error("{path}: {err}")]
     View { path: PathBuf, err: view::Error },
     #[error("{path}: {err}")]
     Io { path: PathBuf, err: io::Error },
+}
+
+impl BakeError {
+    /// Bad arguments or an unusable destination (exit status 2), as
+    /// opposed to a failure while working.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, BakeError::DestNotEmpty(_) | BakeError::Nested { .. })
+    }
 }
 
 /// What was written.
@@ -101,49 +113,77 @@ fn check_name(_name: &std::ffi::OsStr) -> io::Result<()> {
     Ok(())
 }
 
-/// Bakes the whole view into `dest` (which must not exist or be empty).
+/// Bakes the whole view into `dest` (which must not exist or be empty, and
+/// must be neither inside the source nor contain it).
+///
+/// The tree is written under a [`Staging`] directory in `dest` and moved
+/// into place only when complete: a bake that fails (ENOSPC, a damaged
+/// source file) leaves `dest` as it was — still empty, or not there.
+/// Error messages name paths as they would be in `dest`.
 pub fn bake(view: &View, dest: &Path, progress: &mut dyn FnMut(&Progress<'_>)) -> Result<BakeReport, BakeError> {
-    match fs::read_dir(dest) {
-        Ok(mut it) => {
-            if it.next().is_some() {
+    let source = &view.config().source;
+    if crate::staging::nested(source, dest).unwrap_or(false) {
+        return Err(BakeError::Nested { src: source.clone(), dest: dest.to_path_buf() });
+    }
+    match fs::metadata(dest) {
+        Ok(md) if !md.is_dir() => return Err(BakeError::DestNotEmpty(dest.to_path_buf())),
+        Ok(_) => {
+            if fs::read_dir(dest).map_err(io_err(dest))?.next().is_some() {
                 return Err(BakeError::DestNotEmpty(dest.to_path_buf()));
             }
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(dest).map_err(io_err(dest))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_err(dest)(e)),
     }
+    let staging = Staging::begin(dest, "bake").map_err(io_err(dest))?;
+    let (report, top) = bake_into(view, staging.path(), dest, progress)?;
+    staging.commit(false).map_err(io_err(dest))?;
+    for (rel, a) in &top {
+        finish_dir(&dest.join(rel), a)?;
+    }
+    Ok(report)
+}
+
+/// Writes the view under `stage`; `dest` only names paths in errors.
+/// Returns the report and the directories still to finish in `dest` (the
+/// root's children first, the root last).
+fn bake_into(view: &View, stage: &Path, dest: &Path, progress: &mut dyn FnMut(&Progress<'_>)) -> Result<(BakeReport, Vec<(PathBuf, view::Attr)>), BakeError> {
     let mut report = BakeReport::default();
     // Directories get their modes and times after their children are in.
     let mut finish_dirs: Vec<(PathBuf, view::Attr)> = Vec::new();
     let mut stack: Vec<(u64, PathBuf)> = vec![(ROOT_INO, PathBuf::new())];
     while let Some((ino, rel)) = stack.pop() {
-        let out_dir = dest.join(&rel);
         let attr = view.getattr(ino).map_err(view_err(&rel))?;
-        finish_dirs.push((out_dir.clone(), attr));
+        finish_dirs.push((rel.clone(), attr));
         report.dirs += 1;
         for e in view.readdir(ino).map_err(view_err(&rel))? {
             let child_rel = rel.join(&e.name);
-            let out = dest.join(&child_rel);
-            check_name(&e.name).map_err(io_err(&out))?;
+            let out = stage.join(&child_rel);
+            let named = dest.join(&child_rel);
+            check_name(&e.name).map_err(io_err(&named))?;
             let a = view.lookup(ino, &e.name).map_err(view_err(&child_rel))?;
             match a.kind {
                 NodeType::Dir => {
-                    fs::create_dir(&out).map_err(io_err(&out))?;
+                    fs::create_dir(&out).map_err(io_err(&named))?;
                     stack.push((a.ino, child_rel.clone()));
                 }
                 NodeType::Symlink => {
                     let target = view.readlink(a.ino).map_err(view_err(&child_rel))?;
-                    make_symlink(view, &child_rel, &target, &out).map_err(io_err(&out))?;
-                    set_link_times(&out, a.atime, a.mtime).map_err(io_err(&out))?;
+                    make_symlink(view, &child_rel, &target, &out).map_err(io_err(&named))?;
+                    set_link_times(&out, a.atime, a.mtime).map_err(io_err(&named))?;
                     report.symlinks += 1;
                 }
                 NodeType::File => {
                     let f = view.open(a.ino).map_err(view_err(&child_rel))?;
-                    let dst = OpenOptions::new().write(true).create_new(true).open(&out).map_err(io_err(&out))?;
-                    report.bytes += f.write_to(&dst).map_err(view_err(&child_rel))?;
-                    dst.set_times(FileTimes::new().set_accessed(systime(a.atime)).set_modified(systime(a.mtime))).map_err(io_err(&out))?;
+                    let dst = OpenOptions::new().write(true).create_new(true).open(&out).map_err(io_err(&named))?;
+                    report.bytes += f.write_to(&dst).map_err(|e| match e {
+                        // The destination's failure, not the source's.
+                        view::Error::Io(err) if is_dest_full(&err) => io_err(&named)(err),
+                        other => view_err(&child_rel)(other),
+                    })?;
+                    dst.set_times(FileTimes::new().set_accessed(systime(a.atime)).set_modified(systime(a.mtime))).map_err(io_err(&named))?;
                     drop(dst);
-                    set_perm(&out, a.perm).map_err(io_err(&out))?;
+                    set_perm(&out, a.perm).map_err(io_err(&named))?;
                     report.files += 1;
                     match a.origin {
                         Origin::Transformed => report.transformed += 1,
@@ -155,12 +195,27 @@ pub fn bake(view: &View, dest: &Path, progress: &mut dyn FnMut(&Progress<'_>)) -
             progress(&Progress { report: &report, current: &child_rel });
         }
     }
-    for (dir, a) in finish_dirs.iter().rev() {
-        set_perm(dir, a.perm).map_err(io_err(dir))?;
-        let times = FileTimes::new().set_accessed(systime(a.atime)).set_modified(systime(a.mtime));
-        if let Ok(d) = open_dir(dir) {
-            let _ = d.set_times(times);
-        }
+    // The root and its subdirectories get their modes and times once
+    // moved to `dest`: moving a directory to another parent needs write
+    // permission on it, which a read-only mode from the source would deny.
+    let (mut top, rest): (Vec<_>, Vec<_>) = finish_dirs.into_iter().partition(|(rel, _)| rel.components().count() <= 1);
+    for (rel, a) in rest.iter().rev() {
+        finish_dir(&stage.join(rel), a)?;
     }
-    Ok(report)
+    top.reverse();
+    Ok((report, top))
+}
+
+/// Errors that say the destination is full or unwritable.
+fn is_dest_full(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded | io::ErrorKind::FileTooLarge | io::ErrorKind::ReadOnlyFilesystem)
+}
+
+fn finish_dir(dir: &Path, a: &view::Attr) -> Result<(), BakeError> {
+    set_perm(dir, a.perm).map_err(io_err(dir))?;
+    let times = FileTimes::new().set_accessed(systime(a.atime)).set_modified(systime(a.mtime));
+    if let Ok(d) = open_dir(dir) {
+        let _ = d.set_times(times);
+    }
+    Ok(())
 }

@@ -31,6 +31,7 @@ pub mod recompress;
 pub mod resolve;
 pub mod source;
 pub mod split;
+pub mod staging;
 pub mod target;
 pub mod view;
 pub mod views;

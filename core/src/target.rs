@@ -343,3 +343,48 @@ mod tests {
         assert!(Selection::parse(" , ").is_err());
     }
 }
+
+/// The name in `known` nearest to `name` (edit distance), for "did you
+/// mean …?" hints; `None` when nothing is close (more than a third of the
+/// longer name, at least 2, would have to change). Ties go to the first.
+pub fn suggest_target<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    fn distance(a: &str, b: &str) -> usize {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut prev = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let cur = row[j + 1];
+                row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+                prev = cur;
+            }
+        }
+        row[b.len()]
+    }
+    let mut best: Option<(usize, &str)> = None;
+    for k in known {
+        let d = distance(name, k);
+        let limit = (name.chars().count().max(k.chars().count()) / 3).max(2);
+        if d <= limit && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+#[cfg(test)]
+mod suggest_tests {
+    use super::suggest_target;
+
+    #[test]
+    fn nearest_names() {
+        let known = ["gfx1030", "gfx1100", "gfx90a"];
+        assert_eq!(suggest_target("gfx90", known), Some("gfx90a"));
+        // A tie goes to the first name given.
+        assert_eq!(suggest_target("gfx90", ["gfx906", "gfx90a"]), Some("gfx906"));
+        assert_eq!(suggest_target("gfx1101", known), Some("gfx1100"));
+        assert_eq!(suggest_target("gfx942", ["gfx1030"]), None);
+        assert_eq!(suggest_target("x", Vec::<&str>::new()), None);
+    }
+}

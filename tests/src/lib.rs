@@ -467,3 +467,25 @@ pub fn check_stub_loads(lib_dir: &Path, libs: &[&str], device: &str, work: &Path
         }
     }
 }
+
+/// A tmpfs mounted for one test, unmounted (and its directory removed)
+/// when dropped.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (`256k`) at `at` (made if missing); needs root.
+    pub fn new(at: &Path, size: &str) -> Tmpfs {
+        fs::create_dir_all(at).unwrap();
+        let st = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size},mode=0755"), "kpackfs-test"]).arg(at).status().expect("mount");
+        assert!(st.success(), "mount -t tmpfs failed: {st}");
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let st = Command::new("umount").arg(&self.0).status();
+        assert!(st.is_ok_and(|s| s.success()) || std::thread::panicking(), "umount {} failed", self.0.display());
+        let _ = fs::remove_dir(&self.0);
+    }
+}

@@ -200,7 +200,7 @@ fn recombine_shards_and_refuse_mismatches() {
     ok(split(input.path(), &shards.path().join("shard-b"), "blas", &["--targets", "gfx1030"]), "split b");
     let cfgdir = tempdir();
     let cfg = cfgdir.path().join("groups.json");
-    fs::write(&cfg, r#"{"groups": {"gfx90X": ["gfx90a", "gfx908"], "gfx103X": ["gfx1030"]}}"#).unwrap();
+    fs::write(&cfg, r#"{"groups": {"gfx90X": ["gfx90a"], "gfx103X": ["gfx1030"]}}"#).unwrap();
     let out = tempdir();
     ok(kp(&["recombine".as_ref(), shards.path().as_os_str(), out.path().as_os_str(), "--config".as_ref(), cfg.as_os_str()]), "recombine");
     let mut names: Vec<String> = fs::read_dir(out.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
@@ -287,5 +287,145 @@ fn compressed_bundles_split_exactly() {
         ok(split(input.path(), out.path(), "ccob", &["--archive-compression", compression]), "split");
         ok(kp(&["verify".as_ref(), out.path().as_os_str(), "--against".as_ref(), input.path().as_os_str()]), "verify");
         installed_loads(&[out.path().join("ccob_generic"), out.path().join("ccob_gfx1030")], "gfx1030");
+    }
+}
+
+/// A split that fails leaves its output as it found it: out of space part
+/// way (a small tmpfs), into the mount point itself and into a directory
+/// to create; and a selection matching nothing creates no directory.
+#[test]
+fn failed_split_leaves_nothing_behind() {
+    require_root();
+    let input = artifact();
+    let work = tempdir();
+    let small = Tmpfs::new(&work.path().join("small"), "128k");
+    for out in [small.0.clone(), small.0.join("new/out")] {
+        let o = split(input.path(), &out, "blas", &[]);
+        assert_eq!(o.status.code(), Some(1), "{}: {}", out.display(), text(&o));
+        assert!(text(&o).contains("No space left on device"), "{}", text(&o));
+        assert_eq!(fs::read_dir(&small.0).unwrap().count(), 0, "{}: partial output left", out.display());
+    }
+    let out = work.path().join("never");
+    let o = split(input.path(), &out, "blas", &["--targets", "gfx1100"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!out.exists(), "a failed split created its output directory");
+    // An output that is a file is an unusable path (exit 2), said so.
+    let file = work.path().join("afile");
+    fs::write(&file, b"keep").unwrap();
+    let o = split(input.path(), &file, "blas", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("exists and is not a directory"), "{}", text(&o));
+    assert_eq!(fs::read(&file).unwrap(), b"keep");
+}
+
+/// Two shards of the artifact: gfx90a in `shard-a`, gfx1030 in `shard-b`.
+fn two_shards(input: &Path) -> TempDir {
+    let shards = tempdir();
+    ok(split(input, &shards.path().join("shard-a"), "blas", &["--targets", "gfx90a"]), "split a");
+    ok(split(input, &shards.path().join("shard-b"), "blas", &["--targets", "gfx1030"]), "split b");
+    shards
+}
+
+fn recombine(shards: &Path, out: &Path, config: &str, extra: &[&str]) -> Output {
+    let cfg = shards.parent().unwrap().join(format!("{}.json", shards.file_name().unwrap().to_string_lossy()));
+    fs::write(&cfg, config).unwrap();
+    let mut a: Vec<&std::ffi::OsStr> = vec!["recombine".as_ref(), shards.as_os_str(), out.as_os_str(), "--config".as_ref(), cfg.as_os_str()];
+    a.extend(extra.iter().map(|s| std::ffi::OsStr::new(*s)));
+    let o = kp(&a);
+    let _ = fs::remove_file(&cfg);
+    o
+}
+
+/// The configuration is checked against what the shards carry before
+/// anything is written: a target no shard carries (a typo) and a target
+/// no group names (silently dropped before) are errors naming what the
+/// shards carry; `--allow-drop` and upstream's
+/// `error_on_missing_architecture: false` allow each; `generic` is not a
+/// group name.
+#[test]
+fn recombine_checks_the_configuration_against_the_shards() {
+    let input = artifact();
+    let shards = two_shards(input.path());
+    let work = tempdir();
+    let out = work.path().join("out");
+    let refused = |config: &str, extra: &[&str], needles: &[&str]| {
+        let o = recombine(shards.path(), &out, config, extra);
+        assert_eq!(o.status.code(), Some(2), "{config}: {}", text(&o));
+        for n in needles {
+            assert!(text(&o).contains(n), "{config}: {n:?} not in {}", text(&o));
+        }
+        assert!(!out.exists(), "{config}: output written");
+    };
+    refused(r#"{"groups": {"g": ["gfx90", "gfx1030"]}}"#, &[], &["gfx90 ", "gfx1030, gfx90a", "did you mean gfx90a?"]);
+    refused(r#"{"groups": {"g": ["gfx90a"]}}"#, &[], &["leaves out gfx1030", "--allow-drop"]);
+    refused(r#"{"groups": {"generic": ["gfx90a", "gfx1030"]}}"#, &["--allow-drop"], &["reserved"]);
+    // Inside the shards (here: inside an artifact it would copy from).
+    let inside = shards.path().join("shard-a/blas_gfx90a/out");
+    let o = recombine(shards.path(), &inside, r#"{"groups": {"g": ["gfx90a", "gfx1030"]}}"#, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("inside the shards"), "{}", text(&o));
+    assert!(!inside.exists());
+
+    let o = ok(recombine(shards.path(), &out, r#"{"groups": {"g": ["gfx90a"]}}"#, &["--allow-drop"]), "recombine --allow-drop");
+    assert!(text(&o).contains("left out") && text(&o).contains("blas_gfx1030"), "{}", text(&o));
+    assert!(out.join("blas_g/math-libs/A/stage/lib/rocblas/library/TensileLibrary_gfx90a.dat").is_file());
+    assert!(!out.join("blas_g/math-libs/A/stage/lib/rocblas/library/TensileLibrary_gfx1030.dat").exists());
+
+    let upstream = r#"{"architecture_groups": {"gfx90X": {"architectures": ["gfx90a", "gfx908"]}, "gfx103X": {"architectures": ["gfx1030"]}},
+                       "validation": {"error_on_missing_architecture": false}}"#;
+    let o = ok(recombine(shards.path(), &work.path().join("up"), upstream, &[]), "recombine, upstream config");
+    assert!(text(&o).contains("carried by no shard") && text(&o).contains("gfx908"), "{}", text(&o));
+}
+
+/// Shards come from other machines: a symlink to a directory outside in
+/// one shard and a file below it in another must not write outside the
+/// output — within one package group, and between the generic artifact
+/// and a group (installed over the same root).
+#[test]
+fn recombine_never_writes_through_a_symlink() {
+    let input = artifact();
+    let outside = tempdir();
+    let both = r#"{"groups": {"all": ["gfx90a", "gfx1030"]}}"#;
+    let stage = "math-libs/A/stage";
+    // Within one group: the symlink in shard a's gfx90a artifact, the file
+    // in shard b's gfx1030 artifact.
+    let shards = two_shards(input.path());
+    std::os::unix::fs::symlink(outside.path(), shards.path().join(format!("shard-a/blas_gfx90a/{stage}/d"))).unwrap();
+    write(&shards.path().join(format!("shard-b/blas_gfx1030/{stage}/d/evil")), b"evil");
+    let work = tempdir();
+    let out = work.path().join("out");
+    let o = recombine(shards.path(), &out, both, &[]);
+    assert!(!outside.path().join("evil").exists(), "recombine wrote outside its output: {}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("refusing to write through it"), "{}", text(&o));
+    assert!(!out.exists(), "output left behind");
+
+    // Between generic (the same symlink in every shard's generic, as the
+    // generic artifacts must agree) and a group.
+    let shards = two_shards(input.path());
+    for s in ["shard-a", "shard-b"] {
+        std::os::unix::fs::symlink(outside.path(), shards.path().join(format!("{s}/blas_generic/{stage}/d"))).unwrap();
+    }
+    write(&shards.path().join(format!("shard-b/blas_gfx1030/{stage}/d/evil")), b"evil");
+    let o = recombine(shards.path(), &out, both, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!outside.path().join("evil").exists());
+    assert!(!out.exists(), "output left behind");
+}
+
+/// An input already holding a file where split writes an archive or the
+/// pack manifest (split before, or stale archives) is refused: the stale
+/// file would ship in generic beside the new one in a target artifact.
+#[test]
+fn split_refuses_an_input_holding_its_archives() {
+    for stale in [".kpack/blas.kpm", ".kpack/blas_gfx90a:xnack-.kpack"] {
+        let input = artifact();
+        write(&input.path().join("math-libs/A/stage").join(stale), b"stale");
+        let work = tempdir();
+        let out = work.path().join("out");
+        let o = split(input.path(), &out, "blas", &[]);
+        assert_eq!(o.status.code(), Some(2), "{stale}: {}", text(&o));
+        assert!(text(&o).contains(&format!("math-libs/A/stage/{stale}, a path split writes")), "{}", text(&o));
+        assert!(!out.exists());
     }
 }

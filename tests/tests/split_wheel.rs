@@ -165,9 +165,112 @@ fn hostile_wheels_are_refused() {
         let o = kp(&["split-wheel".as_ref(), w.as_os_str(), out.as_os_str(), "-q".as_ref()]);
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
         assert!(!dir.path().join("evil.py").exists() && !d.join("evil.py").exists());
+        assert!(!out.exists(), "{bad}: a refused split-wheel left its output directory");
     }
     let not_zip = dir.path().join("x-1-py3-none-any.whl");
     fs::write(&not_zip, b"not a zip").unwrap();
     let o = kp(&["split-wheel".as_ref(), not_zip.as_os_str(), dir.path().join("o").as_os_str()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// Rewrites `src` into `dst` through a Python snippet that sees `z` (the
+/// input ZipFile), `out` (the output ZipFile) and `record` (its RECORD's
+/// name), and copies every entry it did not handle.
+fn rewrite_wheel(src: &Path, dst: &Path, snippet: &str) {
+    let script = format!(
+        r#"
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+record = [n for n in z.namelist() if n.endswith(".dist-info/RECORD")][0]
+done = set()
+with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as out:
+{}
+    for i in z.infolist():
+        if i.filename not in done:
+            out.writestr(i, z.read(i.filename))
+"#,
+        snippet.lines().map(|l| format!("    {l}\n")).collect::<String>()
+    );
+    python(&script, &[src, dst]);
+}
+
+/// Splits `wheel` into `dir/out`, expecting exit 2 with every needle in
+/// the message and no output left.
+fn refused(wheel: &Path, dir: &Path, needles: &[&str]) {
+    let out = dir.join("out");
+    let o = kp(&["split-wheel".as_ref(), wheel.as_os_str(), out.as_os_str(), "-q".as_ref()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    for n in needles {
+        assert!(text(&o).contains(n), "{n:?} not in: {}", text(&o));
+    }
+    assert!(!out.exists(), "a refused split-wheel left {}", out.display());
+}
+
+/// A wheel that already holds an archive or the pack manifest where
+/// split-wheel writes them would ship the stale file in the host wheel
+/// and a new one in a device wheel: refused, naming the entry.
+#[test]
+fn a_wheel_holding_generated_paths_is_refused() {
+    let dir = tempdir();
+    for (i, entry) in ["hiplib/.kpack/hiplib_gfx90a:xnack-.kpack", "hiplib/.kpack/hiplib.kpm"].iter().enumerate() {
+        let d = dir.path().join(i.to_string());
+        fs::create_dir_all(&d).unwrap();
+        let w = fat_wheel(&d, Some(entry));
+        refused(&w, &d, &[entry, "split already or carries stale archives"]);
+    }
+}
+
+/// Entries must match the wheel's RECORD: a changed byte, an unlisted
+/// entry and a missing RECORD are refused, naming the entry.
+#[test]
+fn a_wheel_not_matching_its_record_is_refused() {
+    let dir = tempdir();
+    let fat = fat_wheel(dir.path(), None);
+    let cases = [
+        ("tampered", "d = bytearray(z.read('hiplib/lib/libtwo.so')); d[4096] ^= 1\nout.writestr(z.getinfo('hiplib/lib/libtwo.so'), bytes(d)); done.add('hiplib/lib/libtwo.so')", "hiplib/lib/libtwo.so: does not match its RECORD hash"),
+        ("unlisted", "out.writestr('hiplib/extra.py', b'x')", "hiplib/extra.py: in the wheel but not in its RECORD"),
+        ("no-record", "done.add(record)", "RECORD"),
+    ];
+    for (name, snippet, needle) in cases {
+        let d = dir.path().join(name);
+        fs::create_dir_all(&d).unwrap();
+        let w = d.join(WHEEL);
+        rewrite_wheel(&fat, &w, snippet);
+        refused(&w, &d, &[needle]);
+    }
+}
+
+/// A zip bomb (64 MiB of zeros deflated to 64 KiB) is refused before it is
+/// unpacked; `--max-unpack-ratio` lets a genuine wheel through.
+#[test]
+fn a_zip_bomb_is_refused() {
+    let dir = tempdir();
+    let fat = fat_wheel(dir.path(), None);
+    let w = dir.path().join("bomb").join(WHEEL);
+    fs::create_dir_all(w.parent().unwrap()).unwrap();
+    let snippet = r#"import base64, hashlib
+data = bytes(64 << 20)
+out.writestr("hiplib/zeros.bin", data)
+h = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+rec = z.read(record).decode().replace(record + ",,", f"hiplib/zeros.bin,sha256={h},{len(data)}\n{record},,")
+out.writestr(z.getinfo(record), rec); done.add(record)"#;
+    rewrite_wheel(&fat, &w, snippet);
+    refused(&w, w.parent().unwrap(), &["hiplib/zeros.bin", "zip bomb", "--max-unpack-ratio"]);
+    let out = dir.path().join("bomb/allowed");
+    let o = kp(&["split-wheel".as_ref(), w.as_os_str(), out.as_os_str(), "-q".as_ref(), "--max-unpack-ratio".as_ref(), "5000".as_ref()]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Errors name the wheel's entries, not the staging directory they were
+/// unpacked to (gone when the user reads the message).
+#[test]
+fn errors_name_the_wheel_not_the_staging_directory() {
+    let dir = tempdir();
+    let fat = fat_wheel(dir.path(), None);
+    let out = dir.path().join("out");
+    let o = kp(&["split-wheel".as_ref(), fat.as_os_str(), out.as_os_str(), "-q".as_ref(), "--targets".as_ref(), "gfx1100".as_ref()]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains(".kpackfs-"), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}:hiplib", fat.display())), "{}", text(&o));
+    assert!(!out.exists());
 }

@@ -430,8 +430,8 @@ fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
         }
     };
     let r = crate::bake::bake(&view, &args.dest, &mut progress).map_err(|e| match e {
-        crate::bake::BakeError::DestNotEmpty(_) => Failure::usage(e.to_string()),
-        other => Failure::runtime(other.to_string()),
+        e if e.is_usage() => Failure::usage(e.to_string()),
+        other => Failure::runtime(format!("{other} ({} left as it was)", args.dest.display())),
     })?;
     if !quiet {
         eprintln!(
@@ -490,9 +490,10 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
         let r = resolve::resolve(&args.binary, &isa, *g, &env).map_err(|e| Failure::usage(e.to_string()))?;
         runs.push((*g, r));
     }
-    if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
-    }
+    // Objects are staged and moved into DIR only when every wrapper
+    // resolved: a failed run writes nothing (crate::staging).
+    let staging =
+        args.out.as_deref().map(|d| crate::staging::Staging::begin(d, "resolve").map_err(|e| Failure::runtime(format!("{}: {e}", d.display())))).transpose()?;
     let mut failed = false;
     let (_, first) = &runs[0];
     let mut text = String::new();
@@ -519,9 +520,9 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
                     r.bytes.len(),
                     short_hash(&r.bytes)
                 );
-                if let Some(dir) = &args.out {
-                    let p = dir.join(format!("{}.co", w.index));
-                    std::fs::write(&p, &r.bytes).map_err(|e| Failure::runtime(format!("{}: {e}", p.display())))?;
+                if let (Some(st), Some(dir)) = (&staging, &args.out) {
+                    let name = format!("{}.co", w.index);
+                    std::fs::write(st.path().join(&name), &r.bytes).map_err(|e| Failure::runtime(format!("{}: {e}", dir.join(&name).display())))?;
                 }
             }
             Err(e) => {
@@ -548,7 +549,11 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
     }
     emit(&text)?;
     if failed {
-        return Err(Failure::runtime("not every wrapper resolved (identically with every loader)"));
+        let none = args.out.as_ref().map(|d| format!("; nothing written to {}", d.display())).unwrap_or_default();
+        return Err(Failure::runtime(format!("not every wrapper resolved (identically with every loader){none}")));
+    }
+    if let (Some(st), Some(dir)) = (staging, &args.out) {
+        st.commit(true).map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
     }
     Ok(())
 }

@@ -68,6 +68,11 @@ pub struct SplitWheelArgs {
     pub wheel: PathBuf,
     /// Where the host wheel (same file name) and the device wheels go.
     pub output: PathBuf,
+    /// Refuse entries (over 1 MiB) that unpack to more than N times their
+    /// compressed size, and a wheel whose entries unpack to more than N
+    /// times its size (zip bombs).
+    #[arg(long, value_name = "N", default_value_t = crate::split::wheel::UnpackLimits::DEFAULT_RATIO, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_unpack_ratio: u64,
     #[command(flatten)]
     pub opts: SplitOptions,
 }
@@ -102,6 +107,10 @@ pub struct RecombineArgs {
     /// JSON: {"groups": {"<group>": ["gfx90a", "gfx942"], …}}.
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
+    /// Leave out targets the shards carry but no group names (refused
+    /// otherwise).
+    #[arg(long)]
+    pub allow_drop: bool,
 }
 
 /// Worker threads: the user's count, else every core.
@@ -161,15 +170,17 @@ fn split_config(component: &str, o: &SplitOptions, default_naming: Naming) -> Re
 fn split_failure(e: SplitError) -> Failure {
     match e {
         SplitError::Usage(m) => Failure::usage(m),
+        e @ SplitError::Occupied { .. } => Failure::usage(e.to_string()),
         other => Failure::runtime(other.to_string()),
     }
 }
 
 pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Result<(), Failure> {
     let cfg = split_config("wheel", &a.opts, default_naming)?;
+    let limits = crate::split::wheel::UnpackLimits { max_ratio: a.max_unpack_ratio };
     let start = Instant::now();
     let progress = Progress::default();
-    let r = with_progress("splitting wheel", a.opts.quiet, &progress, || crate::split::wheel::split_wheel(&a.wheel, &a.output, &cfg, &progress))
+    let r = with_progress("splitting wheel", a.opts.quiet, &progress, || crate::split::wheel::split_wheel(&a.wheel, &a.output, &cfg, limits, &progress))
         .map_err(split_failure)?;
     if !r.split.dropped_targets.is_empty() {
         eprintln!("dropped targets not selected: {}", r.split.dropped_targets.join(", "));
@@ -248,7 +259,14 @@ pub(super) fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
 }
 
 pub(super) fn recombine_cmd(a: RecombineArgs) -> Result<(), Failure> {
-    let r = crate::split::recombine::recombine(&a.shards, &a.output, &a.config).map_err(split_failure)?;
+    let opts = crate::split::recombine::RecombineOptions { allow_drop: a.allow_drop };
+    let r = crate::split::recombine::recombine(&a.shards, &a.output, &a.config, opts).map_err(split_failure)?;
+    if !r.unclaimed.is_empty() {
+        eprintln!("left out (no group names them, --allow-drop): {}", r.unclaimed.join(", "));
+    }
+    if !r.missing.is_empty() {
+        eprintln!("named by the configuration but carried by no shard (error_on_missing_architecture: false): {}", r.missing.join(", "));
+    }
     let mut text = String::new();
     for (name, files) in &r.artifacts {
         text.push_str(&format!("{name:<40} {files:>7} files\n"));

@@ -17,6 +17,7 @@
 mod archives;
 pub mod manifest;
 pub mod recombine;
+mod record;
 mod scan;
 pub mod verify;
 pub mod wheel;
@@ -31,6 +32,7 @@ use thiserror::Error;
 
 use crate::db::{DbArch, Rules};
 use crate::source::{SourceTree, Time};
+use crate::staging::Staging;
 use crate::target::Selection;
 use crate::view::{ArchiveCompression, ArchiveNaming};
 
@@ -56,6 +58,9 @@ pub enum SplitError {
     NoMatch(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// The input holds a file at a path the split generates (exit 2).
+    #[error("{}: already holds {}, a path split writes (an archive or the pack manifest): the input looks split already or carries stale archives; remove it, or split the fat original", input.display(), rel.display())]
+    Occupied { input: PathBuf, rel: PathBuf },
 }
 
 impl SplitError {
@@ -147,12 +152,17 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
     check_component(c)?;
     let input = Input::open(input)?;
     // Writing inside the input would split the output as it appears.
-    if let (Ok(i), Some(o)) = (std::fs::canonicalize(&input.root), resolved(output)) {
+    if let (Ok(i), Ok(o)) = (crate::staging::resolve_path(&input.root), crate::staging::resolve_path(output)) {
         if o.starts_with(&i) {
             return Err(SplitError::Usage(format!("{}: the output may not be inside the input {}", output.display(), input.root.display())));
         }
     }
-    std::fs::create_dir_all(output).map_err(|e| SplitError::io(output, e))?;
+    if std::fs::metadata(output).is_ok_and(|m| !m.is_dir()) {
+        return Err(SplitError::Usage(format!("{}: exists and is not a directory", output.display())));
+    }
+    // Everything is written under a staging directory in OUTPUT; a failed
+    // split drops it, and OUTPUT too when this run created it.
+    let staging = Staging::begin(output, &format!("split-{c}")).map_err(|e| SplitError::io(output, e))?;
     let taken = format!("{c}_");
     for e in std::fs::read_dir(output).map_err(|e| SplitError::io(output, e))? {
         let name = e.map_err(|e| SplitError::io(output, e))?.file_name();
@@ -184,35 +194,10 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
         }
     }
 
-    let staging = output.join(format!(".kpackfs-split-{c}.{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    let result = write_all(&input, &entries, &planned, &known, cfg, &staging, progress, &mut report);
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
-        return result.map(|_| report);
-    }
+    write_all(&input, &entries, &planned, &known, cfg, staging.path(), progress, &mut report)?;
     // Complete: move the artifacts into place.
-    for a in &report.artifacts {
-        let from = staging.join(&a.name);
-        let to = output.join(&a.name);
-        std::fs::rename(&from, &to).map_err(|e| SplitError::io(&to, e))?;
-    }
-    let _ = std::fs::remove_dir_all(&staging);
+    staging.commit(false).map_err(|e| SplitError::io(output, e))?;
     Ok(report)
-}
-
-/// `p` with symlinks resolved as far as it exists, the rest appended.
-fn resolved(p: &Path) -> Option<PathBuf> {
-    let abs = std::path::absolute(p).ok()?;
-    let mut rest = Vec::new();
-    let mut cur = abs.as_path();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(cur) {
-            return Some(rest.iter().rev().fold(c, |acc: PathBuf, n| acc.join(n)));
-        }
-        rest.push(cur.file_name()?.to_os_string());
-        cur = cur.parent()?;
-    }
 }
 
 /// Writes every artifact under `staging`.
@@ -293,6 +278,18 @@ fn write_all(
     let archive_prefix = entries.iter().find(|e| matches!(e.kind, EntryKind::File(FileClass::Fat(..)))).map_or(0, |e| e.prefix);
     let kpack_rel = in_prefix(archive_prefix, Path::new(crate::view::KPACK_DIR));
     let paths: Vec<PathBuf> = planned.iter().map(|a| art_dir(&format!("{c}_{}", a.artifact)).join(&kpack_rel).join(&a.name)).collect();
+    // An input file at a path split writes (an archive, the pack
+    // manifest) would ship twice: the stale one in generic, the new one in
+    // a target artifact, and the installed tree would hold whichever was
+    // installed last. Such an input was split before or carries stale
+    // archives; it is refused rather than guessed at.
+    if !planned.is_empty() {
+        let mut generated: BTreeSet<PathBuf> = planned.iter().map(|a| kpack_rel.join(&a.name)).collect();
+        generated.insert(kpack_rel.join(PackManifest::file_name(c)));
+        if let Some(e) = entries.iter().find(|e| generated.contains(&in_prefix(e.prefix, &e.rel))) {
+            return Err(SplitError::Occupied { input: input.root.clone(), rel: in_prefix(e.prefix, &e.rel) });
+        }
+    }
     for a in planned {
         used.entry(format!("{c}_{}", a.artifact)).or_default().insert(archive_prefix);
     }

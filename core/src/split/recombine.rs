@@ -13,12 +13,23 @@
 //! Configuration (JSON): `{"groups": {"gfx90X": ["gfx90a", "gfx908"],
 //! "gfx110X": ["gfx1100", "gfx1101"]}}`, or upstream's form with
 //! `architecture_groups`, `primary_shard` and `validation` (see
-//! [`parse_config`]).
+//! [`parse_config`]). A target the configuration names but no shard
+//! carries is an error (a typo would otherwise write a package group with
+//! nothing in it), and so is a target the shards carry that no group
+//! names (it would silently be left out) unless the caller allows drops.
+//!
+//! Nothing is written through a symlink: shards come from other machines,
+//! and a symlink `share/d -> /elsewhere` in one shard with `share/d/evil`
+//! in another would otherwise write `/elsewhere/evil`. Every directory of
+//! an output path is created or checked to be a real directory, files are
+//! created exclusively, and the output is staged ([`crate::staging`]) so a
+//! refused or failed run leaves OUTPUT as it was.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::target::TargetId;
+use crate::staging::Staging;
+use crate::target::{suggest_target, TargetId};
 
 use super::manifest::{read_artifact_manifest, write_artifact_manifest, PackManifest};
 use super::SplitError;
@@ -28,8 +39,19 @@ pub struct RecombineReport {
     pub shards: usize,
     /// Written artifacts and their file counts.
     pub artifacts: Vec<(String, u64)>,
-    /// Target artifacts no group names, left out.
+    /// Target artifacts no group names, left out (with `allow_drop`).
     pub unclaimed: Vec<String>,
+    /// Targets the configuration names but no shard carries (tolerated
+    /// only when the configuration says `error_on_missing_architecture:
+    /// false`).
+    pub missing: Vec<String>,
+}
+
+/// What the caller allows beyond the configuration.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RecombineOptions {
+    /// Leave out target artifacts no group names, instead of refusing.
+    pub allow_drop: bool,
 }
 
 /// One input artifact.
@@ -51,8 +73,12 @@ pub struct Config {
     pub groups: BTreeMap<String, Vec<String>>,
     /// The shard whose generic artifact is written (all must agree anyway).
     pub primary_shard: Option<String>,
-    /// Fail when a group names a target no shard built.
-    pub error_on_missing_architecture: bool,
+    /// Upstream's `validation.error_on_missing_architecture`: `Some(true)`
+    /// fails when a group names a target no shard built for some
+    /// component; `Some(false)` tolerates targets no shard built at all
+    /// (a shared configuration listing more than this build has); absent,
+    /// such a target is an error.
+    pub error_on_missing_architecture: Option<bool>,
 }
 
 /// Reads either form: kpackfs's `{"groups": {name: [targets]}}`, or
@@ -70,12 +96,17 @@ pub fn parse_config(text: &str) -> Result<Config, String> {
         .ok_or("groups: expected an object {name: [targets]}")?;
     let mut out = Config {
         primary_shard: obj.get("primary_shard").and_then(|p| p.as_str()).map(str::to_string),
-        error_on_missing_architecture: obj.get("validation").and_then(|v| v.get("error_on_missing_architecture")).and_then(|b| b.as_bool()).unwrap_or(false),
+        error_on_missing_architecture: obj.get("validation").and_then(|v| v.get("error_on_missing_architecture")).and_then(|b| b.as_bool()),
         ..Config::default()
     };
     for (name, targets) in groups {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "_-+.".contains(c)) || name.starts_with('.') {
             return Err(format!("group name {name:?}: use letters, digits and _ - + ."));
+        }
+        // `<component>_generic` is the host artifact: a group of that name
+        // would merge device code into it.
+        if name.eq_ignore_ascii_case("generic") {
+            return Err(format!("group name {name:?} is reserved for the generic (host) artifact: choose another name"));
         }
         let list = targets.get("architectures").unwrap_or(targets).as_array().ok_or_else(|| format!("group {name}: expected an array of targets"))?;
         let mut procs = Vec::new();
@@ -134,37 +165,105 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Copies `from` (a file or symlink) to `to`, keeping mode and times;
-/// an existing identical file is fine, a different one a conflict.
-fn place(from: &Path, to: &Path, what: &str) -> Result<u64, SplitError> {
-    if std::fs::symlink_metadata(to).is_ok() {
-        if same_file(from, to) {
+/// Creates the directories of `rel` under `root` one by one, refusing any
+/// that exists as something else (a symlink, above all: writing through
+/// it would write outside the output). `host` is the component's generic
+/// output, installed over the same root: a directory there that is a
+/// symlink would be written through at installation.
+fn make_parents(root: &Path, rel: &Path, host: Option<&Path>) -> Result<(), SplitError> {
+    let Some(parent) = rel.parent() else { return Ok(()) };
+    let mut cur = PathBuf::new();
+    for c in parent.components() {
+        cur.push(c);
+        if let Some(h) = host {
+            if std::fs::symlink_metadata(h.join(&cur)).is_ok_and(|m| !m.is_dir()) {
+                return Err(through_link(&cur, rel));
+            }
+        }
+        let d = root.join(&cur);
+        match std::fs::symlink_metadata(&d) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(through_link(&cur, rel)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(&d).map_err(|e| SplitError::io(&d, e))?,
+            Err(e) => return Err(SplitError::io(&d, e)),
+        }
+    }
+    Ok(())
+}
+
+fn through_link(dir: &Path, rel: &Path) -> SplitError {
+    SplitError::Usage(format!(
+        "{}: a symlink or file in one shard, a directory holding {} in another: refusing to write through it",
+        dir.display(),
+        rel.display()
+    ))
+}
+
+/// Copies `from` (a file or symlink) to `root/rel`, keeping mode and
+/// times; an existing identical file is fine, a different one a conflict.
+fn place(from: &Path, root: &Path, rel: &Path, host: Option<&Path>, what: &str) -> Result<u64, SplitError> {
+    let to = root.join(rel);
+    if std::fs::symlink_metadata(&to).is_ok() {
+        if same_file(from, &to) {
             return Ok(0);
         }
-        return Err(SplitError::Usage(format!("{}: {what} hold different files at this path", to.display())));
+        return Err(SplitError::Usage(format!("{}: {what} hold different files at this path", rel.display())));
     }
-    if let Some(d) = to.parent() {
-        std::fs::create_dir_all(d).map_err(|e| SplitError::io(d, e))?;
-    }
+    make_parents(root, rel, host)?;
     let md = std::fs::symlink_metadata(from).map_err(|e| SplitError::io(from, e))?;
     if md.file_type().is_symlink() {
+        if host.is_some_and(|h| std::fs::symlink_metadata(h.join(rel)).is_ok_and(|m| m.is_dir())) {
+            return Err(through_link(rel, Path::new("files")));
+        }
         let t = std::fs::read_link(from).map_err(|e| SplitError::io(from, e))?;
         #[cfg(unix)]
-        std::os::unix::fs::symlink(&t, to).map_err(|e| SplitError::io(to, e))?;
+        std::os::unix::fs::symlink(&t, &to).map_err(|e| SplitError::io(&to, e))?;
         #[cfg(not(unix))]
-        std::os::windows::fs::symlink_file(&t, to).map_err(|e| SplitError::io(to, e))?;
+        std::os::windows::fs::symlink_file(&t, &to).map_err(|e| SplitError::io(&to, e))?;
         return Ok(1);
     }
-    std::fs::copy(from, to).map_err(|e| SplitError::io(to, e))?;
+    // Created exclusively: never opens what is already there.
+    let mut src = std::fs::File::open(from).map_err(|e| SplitError::io(from, e))?;
+    let mut dst = std::fs::File::options().write(true).create_new(true).open(&to).map_err(|e| SplitError::io(&to, e))?;
+    std::io::copy(&mut src, &mut dst).map_err(|e| SplitError::io(&to, e))?;
+    dst.set_permissions(md.permissions()).map_err(|e| SplitError::io(&to, e))?;
     if let Ok(m) = md.modified() {
-        if let Ok(f) = std::fs::File::options().write(true).open(to) {
-            let _ = f.set_times(std::fs::FileTimes::new().set_modified(m).set_accessed(m));
-        }
+        let _ = dst.set_times(std::fs::FileTimes::new().set_modified(m).set_accessed(m));
     }
     Ok(1)
 }
 
-pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<RecombineReport, SplitError> {
+/// Checks the configuration against what the shards carry, before
+/// anything is written: every named target must be carried by some shard
+/// (unless the configuration tolerates it), every carried one named by
+/// some group (unless drops are allowed).
+fn check_targets(cfg: &Config, comps: &BTreeMap<String, ComponentArts>, opts: RecombineOptions, report: &mut RecombineReport) -> Result<(), SplitError> {
+    let carried: BTreeSet<&str> = comps.values().flat_map(|(_, t)| t.iter().map(|(p, _)| p.as_str())).collect();
+    let list = || if carried.is_empty() { "none".to_string() } else { carried.iter().copied().collect::<Vec<_>>().join(", ") };
+    for (g, procs) in &cfg.groups {
+        for p in procs.iter().filter(|p| !carried.contains(p.as_str())) {
+            if cfg.error_on_missing_architecture == Some(false) {
+                if !report.missing.contains(p) {
+                    report.missing.push(p.clone());
+                }
+                continue;
+            }
+            let hint = suggest_target(p, carried.iter().copied()).map(|s| format!("; did you mean {s}?")).unwrap_or_default();
+            return Err(SplitError::Usage(format!("group {g}: no shard carries {p} (the shards carry {}){hint}", list())));
+        }
+    }
+    let named: BTreeSet<&str> = cfg.groups.values().flatten().map(String::as_str).collect();
+    let dropped: Vec<&str> = carried.iter().copied().filter(|p| !named.contains(p)).collect();
+    if !dropped.is_empty() && !opts.allow_drop {
+        return Err(SplitError::Usage(format!(
+            "the configuration leaves out {} (carried by the shards, named by no group): add them to a group, or pass --allow-drop to leave them out",
+            dropped.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+pub fn recombine(shards: &Path, output: &Path, config: &Path, opts: RecombineOptions) -> Result<RecombineReport, SplitError> {
     let text = std::fs::read_to_string(config).map_err(|e| SplitError::io(config, e))?;
     let cfg = parse_config(&text).map_err(|e| SplitError::Usage(format!("{}: {e}", config.display())))?;
     let groups = &cfg.groups;
@@ -193,15 +292,28 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
             e.1.push((suffix.to_string(), a.clone()));
         }
     }
-    std::fs::create_dir_all(output).map_err(|e| SplitError::io(output, e))?;
-    for (c, (generics, targets)) in &comps {
-        let mut names = vec![format!("{c}_generic")];
-        names.extend(groups.keys().map(|g| format!("{c}_{g}")));
-        for n in &names {
-            if output.join(n).exists() {
+    check_targets(&cfg, &comps, opts, &mut report)?;
+    // An output inside the shards would be read as a shard by the next run,
+    // or by this one, when inside an artifact being copied.
+    if let (Ok(s), Ok(o)) = (crate::staging::resolve_path(shards), crate::staging::resolve_path(output)) {
+        if o.starts_with(&s) {
+            return Err(SplitError::Usage(format!("{}: the output may not be inside the shards directory {}", output.display(), shards.display())));
+        }
+    }
+    if std::fs::metadata(output).is_ok_and(|m| !m.is_dir()) {
+        return Err(SplitError::Usage(format!("{}: exists and is not a directory", output.display())));
+    }
+    for c in comps.keys() {
+        for n in std::iter::once(format!("{c}_generic")).chain(groups.keys().map(|g| format!("{c}_{g}"))) {
+            if std::fs::symlink_metadata(output.join(&n)).is_ok() {
                 return Err(SplitError::Usage(format!("{}: already exists", output.join(n).display())));
             }
         }
+    }
+    let staging = Staging::begin(output, "recombine").map_err(|e| SplitError::io(output, e))?;
+    let stage = staging.path();
+    for (c, (generics, targets)) in &comps {
+        let names = [format!("{c}_generic")];
         // The generic artifact, once.
         if let Some(first) = generics.first() {
             let list = super::tree_files(&first.dir, true);
@@ -236,17 +348,17 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
                     }
                 }
             }
-            let out = output.join(&names[0]);
+            let out = stage.join(&names[0]);
+            std::fs::create_dir(&out).map_err(|e| SplitError::io(&out, e))?;
             let mut n = 0;
             for p in list.iter().filter(|p| !is_kpm(p)) {
-                n += place(&first.dir.join(p), &out.join(p), "generic artifacts")?;
+                n += place(&first.dir.join(p), &out, p, None, "generic artifacts")?;
             }
             if let Some((p, k)) = kpm {
+                make_parents(&out, &p, None)?;
                 let to = out.join(&p);
-                if let Some(d) = to.parent() {
-                    std::fs::create_dir_all(d).map_err(|e| SplitError::io(d, e))?;
-                }
-                std::fs::write(&to, k.encode()).map_err(|e| SplitError::io(&to, e))?;
+                let mut f = std::fs::File::options().write(true).create_new(true).open(&to).map_err(|e| SplitError::io(&to, e))?;
+                std::io::Write::write_all(&mut f, &k.encode()).map_err(|e| SplitError::io(&to, e))?;
                 n += 1;
             }
             report.artifacts.push((names[0].clone(), n.saturating_sub(1)));
@@ -255,7 +367,7 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
         let mut claimed = BTreeSet::new();
         for (g, procs) in groups {
             let members: Vec<&(String, Art)> = targets.iter().filter(|(p, _)| procs.contains(p)).collect();
-            if cfg.error_on_missing_architecture {
+            if cfg.error_on_missing_architecture == Some(true) {
                 if let Some(p) = procs.iter().find(|p| !targets.iter().any(|(q, _)| q == *p)) {
                     return Err(SplitError::Usage(format!("group {g}: no shard built {p} for {c}")));
                 }
@@ -263,7 +375,9 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
             if members.is_empty() {
                 continue;
             }
-            let out = output.join(format!("{c}_{g}"));
+            let out = stage.join(format!("{c}_{g}"));
+            std::fs::create_dir(&out).map_err(|e| SplitError::io(&out, e))?;
+            let host = stage.join(&names[0]);
             let mut prefixes: Vec<String> = Vec::new();
             let mut n = 0;
             for (p, a) in members {
@@ -272,7 +386,7 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
                     if f.as_os_str() == super::manifest::ARTIFACT_MANIFEST {
                         continue;
                     }
-                    n += place(&a.dir.join(&f), &out.join(&f), &format!("target artifacts for {p}"))?;
+                    n += place(&a.dir.join(&f), &out, &f, Some(&host), &format!("target artifacts for {p}"))?;
                 }
                 for pre in &a.prefixes {
                     if !prefixes.contains(pre) {
@@ -289,6 +403,7 @@ pub fn recombine(shards: &Path, output: &Path, config: &Path) -> Result<Recombin
             }
         }
     }
+    staging.commit(false).map_err(|e| SplitError::io(output, e))?;
     Ok(report)
 }
 
@@ -306,11 +421,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(up.groups["gfx110X"], vec!["gfx1100", "gfx1101"]);
-        assert_eq!((up.primary_shard.as_deref(), up.error_on_missing_architecture), (Some("b"), true));
+        assert_eq!((up.primary_shard.as_deref(), up.error_on_missing_architecture), (Some("b"), Some(true)));
         for bad in [
             r#"[]"#,
             r#"{"groups": {}}"#,
             r#"{"groups": {"../x": ["gfx90a"]}}"#,
+            r#"{"groups": {"generic": ["gfx90a"]}}"#,
+            r#"{"groups": {"Generic": ["gfx90a"]}}"#,
             r#"{"groups": {"a": "gfx90a"}}"#,
             r#"{"groups": {"a": ["nonsense!"]}}"#,
             "not json",

@@ -16,6 +16,13 @@
 //! Output zips are deterministic: entries sorted (dist-info last, RECORD
 //! at the very end), times fixed at 1980-01-01, modes kept, deflated
 //! except zstd archives (already compressed: stored).
+//!
+//! The input is not trusted: entries must be plain relative paths, unpack
+//! within [`UnpackLimits`] (zip bombs), and match the wheel's RECORD
+//! ([`super::record`]); an input holding a file where the split writes an
+//! archive or pack manifest is refused (it was split before, or carries
+//! stale archives that would ship beside the new ones). Output wheels are
+//! staged ([`crate::staging`]): a failed run leaves OUTPUT as it was.
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -27,7 +34,10 @@ use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
 
 use crate::db::Rules;
 
+use crate::staging::Staging;
+
 use super::manifest::ARTIFACT_MANIFEST;
+use super::record::csv_field;
 use super::{split, Progress, SplitConfig, SplitError, SplitReport};
 
 /// `{dist}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
@@ -57,6 +67,31 @@ impl WheelName {
     }
 }
 
+/// Bounds on unpacking a wheel, against zip bombs: each entry larger than
+/// [`UnpackLimits::RATIO_FLOOR`] may unpack to at most `max_ratio` times
+/// its compressed size, all entries together to at most `max_ratio` times
+/// the wheel's size (entries sharing compressed bytes), and no entry to
+/// more than the size its header declares.
+#[derive(Debug, Clone, Copy)]
+pub struct UnpackLimits {
+    pub max_ratio: u64,
+}
+
+impl UnpackLimits {
+    /// Entries up to this size are not ratio-checked: small text files
+    /// (an empty `__init__.py` padded by a header) compress absurdly well.
+    pub const RATIO_FLOOR: u64 = 1 << 20;
+    /// Deflate's best case is about 1032:1; real libraries, code objects
+    /// and database files stay well below 50:1.
+    pub const DEFAULT_RATIO: u64 = 200;
+}
+
+impl Default for UnpackLimits {
+    fn default() -> Self {
+        UnpackLimits { max_ratio: Self::DEFAULT_RATIO }
+    }
+}
+
 /// What split-wheel wrote.
 #[derive(Debug, Default)]
 pub struct WheelReport {
@@ -80,11 +115,15 @@ fn escape(name: &str) -> String {
     out
 }
 
-/// Extracts `wheel` into `dir`, refusing entries that could leave it.
-fn extract(wheel: &Path, dir: &Path) -> Result<Vec<String>, SplitError> {
+/// Extracts `wheel` into `dir`, refusing entries that could leave it or
+/// unpack beyond `limits`.
+fn extract(wheel: &Path, dir: &Path, limits: UnpackLimits) -> Result<Vec<String>, SplitError> {
     let bad = |m: String| SplitError::Usage(format!("{}: {m}", wheel.display()));
     let f = File::open(wheel).map_err(|e| SplitError::io(wheel, e))?;
+    let wheel_size = f.metadata().map_err(|e| SplitError::io(wheel, e))?.len();
     let mut z = ZipArchive::new(f).map_err(|e| bad(format!("not a zip archive: {e}")))?;
+    let hint = format!("a zip bomb? if the wheel is genuine, raise --max-unpack-ratio (now {})", limits.max_ratio);
+    let mut total: u64 = 0;
     let mut names = Vec::new();
     for i in 0..z.len() {
         let mut e = z.by_index(i).map_err(|e| bad(e.to_string()))?;
@@ -97,6 +136,14 @@ fn extract(wheel: &Path, dir: &Path) -> Result<Vec<String>, SplitError> {
         if !safe || e.is_symlink() {
             return Err(bad(format!("entry {name:?} is not a plain relative path")));
         }
+        let (size, packed) = (e.size(), e.compressed_size());
+        if size > UnpackLimits::RATIO_FLOOR && size > packed.saturating_mul(limits.max_ratio) {
+            return Err(bad(format!("entry {name:?} unpacks to {size} bytes from {packed} (over {}:1): {hint}", limits.max_ratio)));
+        }
+        total = total.saturating_add(size);
+        if total > UnpackLimits::RATIO_FLOOR.max(wheel_size.saturating_mul(limits.max_ratio)) {
+            return Err(bad(format!("entries unpack to more than {}:1 of the wheel's {wheel_size} bytes: {hint}", limits.max_ratio)));
+        }
         let to = dir.join(&name);
         if e.is_dir() {
             std::fs::create_dir_all(&to).map_err(|err| SplitError::io(&to, err))?;
@@ -106,7 +153,11 @@ fn extract(wheel: &Path, dir: &Path) -> Result<Vec<String>, SplitError> {
             std::fs::create_dir_all(d).map_err(|err| SplitError::io(d, err))?;
         }
         let mut out = File::options().write(true).create_new(true).open(&to).map_err(|err| SplitError::io(&to, err))?;
-        io::copy(&mut e, &mut out).map_err(|err| bad(format!("{name}: {err}")))?;
+        // Never more than the header declares (what the limits judged).
+        let n = io::copy(&mut (&mut e).take(size.saturating_add(1)), &mut out).map_err(|err| bad(format!("{name}: {err}")))?;
+        if n > size {
+            return Err(bad(format!("entry {name:?} unpacks to more than the {size} bytes its header declares: {hint}")));
+        }
         let mode = e.unix_mode().map_or(0o644, |m| m & 0o777);
         drop(out);
         crate::copy::set_perm(&to, mode | 0o400).map_err(|err| SplitError::io(&to, err))?;
@@ -172,9 +223,9 @@ impl Entries {
                 h.update(&buf[..n]);
                 z.write_all(&buf[..n]).map_err(|e| SplitError::io(path, e))?;
             }
-            record.push_str(&format!("{name},sha256={},{len}\n", b64url(&h.finalize())));
+            record.push_str(&format!("{},sha256={},{len}\n", csv_field(name), b64url(&h.finalize())));
         }
-        record.push_str(&format!("{record_name},,\n"));
+        record.push_str(&format!("{},,\n", csv_field(&record_name)));
         z.start_file(
             record_name.as_str(),
             SimpleFileOptions::default().compression_method(CompressionMethod::Deflated).last_modified_time(DateTime::default()).unix_permissions(0o644),
@@ -207,7 +258,7 @@ fn perm_of(_md: &std::fs::Metadata) -> u32 {
 }
 
 /// URL-safe base64 without padding (the RECORD hash encoding).
-fn b64url(data: &[u8]) -> String {
+pub(crate) fn b64url(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     for c in data.chunks(3) {
@@ -242,26 +293,65 @@ fn header(metadata: &str, key: &str) -> Option<String> {
 }
 
 /// Splits `wheel` into `output/` (host wheel under the input's name, one
-/// device wheel per processor).
-pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, progress: &Progress) -> Result<WheelReport, SplitError> {
+/// device wheel per processor), all or nothing.
+pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, limits: UnpackLimits, progress: &Progress) -> Result<WheelReport, SplitError> {
     let file_name = wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let wn =
         WheelName::parse(&file_name).ok_or_else(|| SplitError::Usage(format!("{file_name:?}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")))?;
-    std::fs::create_dir_all(output).map_err(|e| SplitError::io(output, e))?;
+    if std::fs::metadata(output).is_ok_and(|m| !m.is_dir()) {
+        return Err(SplitError::Usage(format!("{}: exists and is not a directory", output.display())));
+    }
     let host_path = output.join(&file_name);
     if host_path.exists() {
         return Err(SplitError::Usage(format!("{}: already exists", host_path.display())));
     }
-    let scratch = output.join(format!(".kpackfs-wheel-{}", std::process::id()));
+    let staging = Staging::begin(output, "split-wheel").map_err(|e| SplitError::io(output, e))?;
+    let scratch = staging.path().join(".work");
+    let r = split_in(wheel, &wn, output, staging.path(), &scratch, base, limits, progress);
     let _ = std::fs::remove_dir_all(&scratch);
-    let r = split_in(wheel, &wn, output, &scratch, base, progress);
-    let _ = std::fs::remove_dir_all(&scratch);
-    r
+    let r = r.map_err(|e| in_wheel_terms(e, &scratch.join("wheel"), wheel, staging.path(), output))?;
+    staging.commit(false).map_err(|e| SplitError::io(output, e))?;
+    Ok(r)
 }
 
-fn split_in(wheel: &Path, wn: &WheelName, output: &Path, scratch: &Path, base: &SplitConfig, progress: &Progress) -> Result<WheelReport, SplitError> {
+/// An error about the unpacked copy of the wheel, reworded to name the
+/// wheel's entry (`dist/x.whl:pkg/lib/libx.so`) instead of a path in the
+/// staging directory, which is gone by the time the user reads it.
+/// Other staging paths become OUTPUT.
+fn in_wheel_terms(e: SplitError, unpacked: &Path, wheel: &Path, stage: &Path, output: &Path) -> SplitError {
+    let prefix = unpacked.display().to_string();
+    let entry = |p: PathBuf| match (p.strip_prefix(unpacked), p.starts_with(stage)) {
+        (Ok(rel), _) => PathBuf::from(format!("{}:{}", wheel.display(), super::slash(rel))),
+        (_, true) => output.to_path_buf(),
+        _ => p,
+    };
+    let text = |m: String| m.replace(&format!("{prefix}/"), &format!("{}:", wheel.display())).replace(&prefix, &wheel.display().to_string());
+    match e {
+        SplitError::Usage(m) => SplitError::Usage(text(m)),
+        SplitError::NoMatch(m) => SplitError::NoMatch(text(m)),
+        SplitError::Io { path, err } => SplitError::Io { path: entry(path), err },
+        SplitError::Changed(p) => SplitError::Changed(entry(p)),
+        SplitError::Bundle(p, m) => SplitError::Bundle(entry(p), m),
+        SplitError::Archive(p, m) => SplitError::Archive(entry(p), m),
+        other => other,
+    }
+}
+
+/// Unpacks, checks and splits `wheel`, writing the wheels into `stage`
+/// (the paths reported are where they will be in `output`).
+#[allow(clippy::too_many_arguments)]
+fn split_in(
+    wheel: &Path,
+    wn: &WheelName,
+    output: &Path,
+    stage: &Path,
+    scratch: &Path,
+    base: &SplitConfig,
+    limits: UnpackLimits,
+    progress: &Progress,
+) -> Result<WheelReport, SplitError> {
     let ex = scratch.join("wheel");
-    let names = extract(wheel, &ex)?;
+    let names = extract(wheel, &ex, limits)?;
     let dist_info = names
         .iter()
         .filter_map(|n| n.split('/').next().filter(|d| d.ends_with(".dist-info")))
@@ -272,6 +362,7 @@ fn split_in(wheel: &Path, wn: &WheelName, output: &Path, scratch: &Path, base: &
     let [dist_info] = &dist_info[..] else {
         return Err(SplitError::Usage(format!("{}: expected one .dist-info directory, found {}", wheel.display(), dist_info.len())));
     };
+    super::record::check(&ex, &names, &format!("{dist_info}/RECORD")).map_err(|m| SplitError::Usage(format!("{}: {m}", wheel.display())))?;
     let meta_path = ex.join(dist_info).join("METADATA");
     let metadata = std::fs::read_to_string(&meta_path).map_err(|e| SplitError::io(&meta_path, e))?;
     let name = header(&metadata, "Name").ok_or_else(|| SplitError::Usage(format!("{}: METADATA has no Name", wheel.display())))?;
@@ -294,7 +385,16 @@ fn split_in(wheel: &Path, wn: &WheelName, output: &Path, scratch: &Path, base: &
     let component = escape(&name).to_lowercase();
     let cfg = SplitConfig { component: component.clone(), ..base.clone() };
     let sp = scratch.join("split");
-    let report = split(&ex.join(&overlay), &sp, &cfg, progress)?;
+    let report = split(&ex.join(&overlay), &sp, &cfg, progress).map_err(|e| match e {
+        SplitError::Occupied { rel, .. } => {
+            let entry = if overlay.is_empty() { super::slash(&rel) } else { format!("{overlay}/{}", super::slash(&rel)) };
+            SplitError::Usage(format!(
+                "{}: holds {entry}, a path split-wheel writes (an archive or the pack manifest): the wheel looks split already or carries stale archives; remove the entry, or split the fat original",
+                wheel.display()
+            ))
+        }
+        other => other,
+    })?;
 
     // Host wheel: the wheel outside the overlay root as it was, the generic
     // artifact inside it, METADATA with the device extras.
@@ -324,8 +424,8 @@ fn split_in(wheel: &Path, wn: &WheelName, output: &Path, scratch: &Path, base: &
     host.add_tree(&generic, &overlay, &|rel| rel == ARTIFACT_MANIFEST || rel == meta_name);
     let meta_mode = std::fs::metadata(&meta_path).map(|m| perm_of(&m)).unwrap_or(0o644);
     host.0.push((meta_name.clone(), Source::Bytes(add_headers(&metadata, &extra).into_bytes(), meta_mode)));
-    let host_path = output.join(wheel.file_name().unwrap_or_default());
-    let mut out = WheelReport { host: host_path.clone(), devices: Vec::new(), split: report.clone() };
+    let host_name = wheel.file_name().unwrap_or_default();
+    let mut out = WheelReport { host: output.join(host_name), devices: Vec::new(), split: report.clone() };
 
     // Device wheels.
     for p in &devices {
@@ -344,14 +444,15 @@ fn split_in(wheel: &Path, wn: &WheelName, output: &Path, scratch: &Path, base: &
         }
         let wheel_file = format!("Wheel-Version: 1.0\nGenerator: kpackfs {}\nRoot-Is-Purelib: false\n{tags}", env!("CARGO_PKG_VERSION"));
         e.0.push((format!("{di}/WHEEL"), Source::Bytes(wheel_file.into_bytes(), 0o644)));
-        let path = output.join(format!("{esc}-{version}-py3-none-{}.whl", wn.platform));
+        let name = format!("{esc}-{version}-py3-none-{}.whl", wn.platform);
+        let path = output.join(&name);
         if path.exists() {
             return Err(SplitError::Usage(format!("{}: already exists", path.display())));
         }
-        e.write(&path, &di)?;
+        e.write(&stage.join(&name), &di)?;
         out.devices.push(path);
     }
-    host.write(&host_path, dist_info)?;
+    host.write(&stage.join(host_name), dist_info)?;
     Ok(out)
 }
 
