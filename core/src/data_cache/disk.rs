@@ -19,15 +19,25 @@
 //!   first (the meta file's mtime is touched on use) until the total is
 //!   back under the limit. Open handles keep evicted entries readable.
 //! - **Private.** The directory is created 0700 and must be owned by the
-//!   daemon's user; entries that are symlinks or belong to someone else are
-//!   refused (and removed), never followed.
+//!   daemon's user; entries that are symlinks, not regular files (a FIFO
+//!   would block the opener) or belong to someone else are refused (and
+//!   removed), never followed.
+//! - **Its own.** kpackfs only ever writes, changes the mode of or deletes
+//!   in a directory it created and tagged (`CACHEDIR.TAG`); given another
+//!   directory (`/tmp`, a shared cache), it uses its own subdirectory there
+//!   ([`own_dir`]).
+//! - **Never in the way.** A lock held too long (a `bake` stopped with
+//!   Ctrl-Z) or a failed write (a full disk) makes the caller compute
+//!   without the disk cache ([`CacheError::Unavailable`]), never wait
+//!   forever or fail the read.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use dashmap::DashMap;
 use thiserror::Error;
@@ -41,6 +51,23 @@ const META_LEN: usize = 28;
 const TMP_PREFIX: &str = "tmp.";
 /// A used entry's meta mtime is refreshed at most this often.
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
+/// The tag that marks a directory as kpackfs's own (the Cache Directory
+/// Tagging convention: backup tools skip such directories).
+pub const TAG_NAME: &str = "CACHEDIR.TAG";
+const TAG_SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
+const TAG_TEXT: &str = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by kpackfs.\n# For information about cache directory tags see https://bford.info/cachedir/\n";
+/// The subdirectory kpackfs makes for itself in a `--cache-dir` it did not
+/// create.
+pub const OWN_SUBDIR: &str = "kpackfs";
+/// How long a computation waits for another process's lock on an entry
+/// before it computes without the disk cache: a peer compressing a large
+/// archive finishes well within it; a stopped or hung one must not stall
+/// every daemon sharing the directory.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// After a failed write (full disk, quota, read-only), entries are not
+/// written again for this long: each attempt would compute an archive only
+/// to fail at the end.
+const WRITE_BACKOFF: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Error)]
 pub enum DiskCacheError {
@@ -48,6 +75,8 @@ pub enum DiskCacheError {
     Io(PathBuf, io::Error),
     #[error("cache directory {0} is not private: {1}")]
     NotPrivate(PathBuf, String),
+    #[error("cache directory {0} is not kpackfs's: {1}")]
+    NotOurs(PathBuf, String),
 }
 
 /// Counters of the disk cache.
@@ -68,6 +97,10 @@ pub struct DiskCache {
     /// Entries whose checksum this process has verified: (inode, length).
     verified: DashMap<Key, (u64, u64)>,
     evicting: Mutex<()>,
+    /// Writes are failing (warned once until one succeeds again) and are
+    /// not tried again before this instant.
+    failing: AtomicBool,
+    retry_at: Mutex<Option<Instant>>,
     pub stats: DiskStats,
 }
 
@@ -96,13 +129,20 @@ fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Flags of every open in the cache directory: never follow a symlink, and
+/// never block in `open` (a FIFO planted at an entry's name would otherwise
+/// hold the opening worker until someone writes to it). Regular files
+/// ignore `O_NONBLOCK`.
+#[cfg(unix)]
+const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+
 /// Opens `p` without following a symlink and only if it is a regular file
 /// of ours. `Ok(None)`: absent, or refused (and removed).
 fn open_private(p: &Path, write: bool) -> io::Result<Option<File>> {
     let mut o = OpenOptions::new();
     o.read(true).write(write);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, OPEN_FLAGS);
     share_all(&mut o);
     let f = match o.open(p) {
         Ok(f) => f,
@@ -128,6 +168,16 @@ fn open_private(p: &Path, write: bool) -> io::Result<Option<File>> {
     Ok(Some(f))
 }
 
+/// Whether `f` (opened with [`OPEN_FLAGS`]) is a regular file of ours.
+fn is_private_file(f: &File) -> bool {
+    let Ok(md) = f.metadata() else { return false };
+    #[cfg(unix)]
+    let ours = std::os::unix::fs::MetadataExt::uid(&md) == euid();
+    #[cfg(not(unix))]
+    let ours = true;
+    md.is_file() && ours
+}
+
 /// On Windows, lets entries that readers hold open be renamed over and
 /// deleted (eviction, rebuilding a damaged entry), as on POSIX systems:
 /// without `FILE_SHARE_DELETE` both fail while any handle is open.
@@ -138,16 +188,67 @@ fn share_all(o: &mut OpenOptions) {
     let _ = o;
 }
 
+/// Creates `p` afresh (whatever had that name is removed first, so a
+/// planted FIFO or symlink is never opened), mode 0600.
 fn create_private(p: &Path) -> io::Result<File> {
+    match fs::remove_file(p) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
     let mut o = OpenOptions::new();
-    o.read(true).write(true).create(true).truncate(true);
+    o.read(true).write(true).create_new(true);
     share_all(&mut o);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        o.mode(0o600).custom_flags(OPEN_FLAGS);
     }
     o.open(p)
+}
+
+/// The sink of an entry being written: remembers the first write error, so
+/// that a full disk is told apart from a failed computation (which sees
+/// only its own error).
+struct EntryWriter {
+    file: File,
+    error: Option<io::Error>,
+}
+
+impl EntryWriter {
+    fn note<T>(&mut self, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r {
+            if self.error.is_none() {
+                self.error = Some(io::Error::new(e.kind(), e.to_string()));
+            }
+        }
+        r
+    }
+}
+
+impl Write for EntryWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let r = self.file.write(buf);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = self.file.flush();
+        self.note(r)
+    }
+}
+
+impl io::Seek for EntryWriter {
+    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
+        let r = self.file.seek(pos);
+        self.note(r)
+    }
+}
+
+impl super::Sink for EntryWriter {
+    fn as_file(&mut self) -> Option<&File> {
+        Some(&self.file)
+    }
 }
 
 /// CRC-32 of the first `len` bytes of `f`, read in 1 MiB pieces: after a
@@ -240,36 +341,117 @@ fn slow_write_hook() {
 #[cfg(not(debug_assertions))]
 fn slow_write_hook() {}
 
+/// The directory kpackfs keeps its entries in, given `--cache-dir dir`:
+/// `dir` itself if kpackfs created it (it carries kpackfs's tag) or if it
+/// does not exist yet (it is then created 0700 and tagged); otherwise
+/// (`/tmp`, a directory shared with other programs) the subdirectory
+/// `dir/kpackfs`, under the same rule. A symlink is refused at either
+/// level before anything is resolved or created, and nothing in a
+/// directory kpackfs did not create is ever changed: its mode, its files.
+pub fn own_dir(dir: &Path) -> Result<PathBuf, DiskCacheError> {
+    if let Some(d) = claim(dir)? {
+        return Ok(d);
+    }
+    let sub = dir.join(OWN_SUBDIR);
+    claim(&sub)?.ok_or_else(|| DiskCacheError::NotOurs(sub, format!("it exists without kpackfs's {TAG_NAME}")))
+}
+
+/// `Some(dir)` if `dir` is kpackfs's (created now, or tagged earlier);
+/// `None` if it is a directory of someone or something else.
+fn claim(dir: &Path) -> Result<Option<PathBuf>, DiskCacheError> {
+    let err = |e| DiskCacheError::Io(dir.to_path_buf(), e);
+    let not_private = |why: String| DiskCacheError::NotPrivate(dir.to_path_buf(), why);
+    let md = match fs::symlink_metadata(dir) {
+        Ok(md) => md,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                let mut b = fs::DirBuilder::new();
+                b.recursive(true);
+                #[cfg(unix)]
+                std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+                b.create(parent).map_err(err)?;
+            }
+            let mut b = fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+            match b.create(dir) {
+                Ok(()) => {
+                    let mut t = create_private(&dir.join(TAG_NAME)).map_err(err)?;
+                    t.write_all(TAG_TEXT.as_bytes()).and_then(|()| t.sync_all()).map_err(err)?;
+                    sync_dir(dir);
+                    log::info!("created cache directory {}", dir.display());
+                    return Ok(Some(dir.to_path_buf()));
+                }
+                // Made by someone else meanwhile: judged as found.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fs::symlink_metadata(dir).map_err(err)?,
+                Err(e) => return Err(err(e)),
+            }
+        }
+        Err(e) => return Err(err(e)),
+    };
+    if md.file_type().is_symlink() {
+        return Err(not_private("it is a symlink (refused: the cache directory is named by its real path)".into()));
+    }
+    if !md.is_dir() {
+        return Err(not_private("not a directory".into()));
+    }
+    if !is_tagged(dir) {
+        return Ok(None);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        if md.uid() != euid() {
+            return Err(not_private(format!("owned by uid {}, not {}", md.uid(), euid())));
+        }
+        // Ours (tagged): put its mode back if someone widened it.
+        if md.mode() & 0o077 != 0 {
+            log::warn!("cache directory {}: mode {:o} made 0700 again", dir.display(), md.mode() & 0o7777);
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(err)?;
+        }
+    }
+    Ok(Some(dir.to_path_buf()))
+}
+
+/// Whether `dir` carries kpackfs's tag (a regular file of ours).
+fn is_tagged(dir: &Path) -> bool {
+    let Ok(Some(f)) = open_tag(&dir.join(TAG_NAME)) else { return false };
+    let mut text = String::new();
+    if io::Read::read_to_string(&mut io::Read::take(f, 4096), &mut text).is_err() {
+        return false;
+    }
+    text.starts_with(TAG_SIGNATURE) && text.contains("kpackfs")
+}
+
+/// Opens a tag without following symlinks or blocking, never removing
+/// anything (the directory may not be ours).
+fn open_tag(p: &Path) -> io::Result<Option<File>> {
+    let mut o = OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, OPEN_FLAGS);
+    match o.open(p) {
+        Ok(f) => Ok(is_private_file(&f).then_some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 impl DiskCache {
-    /// Opens (creating) the cache directory `dir`, holding at most `limit`
-    /// bytes of entries.
+    /// Opens kpackfs's own cache directory for `dir` ([`own_dir`]: `dir`
+    /// or a subdirectory it creates there), holding at most `limit` bytes
+    /// of entries.
     pub fn open(dir: &Path, limit: u64) -> Result<DiskCache, DiskCacheError> {
-        let err = |e| DiskCacheError::Io(dir.to_path_buf(), e);
-        let mut b = fs::DirBuilder::new();
-        b.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-        b.create(dir).map_err(err)?;
-        let md = fs::symlink_metadata(dir).map_err(err)?;
-        if md.file_type().is_symlink() || !md.is_dir() {
-            return Err(DiskCacheError::NotPrivate(dir.to_path_buf(), "not a directory (symlinks are refused)".into()));
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::{MetadataExt, PermissionsExt};
-            if md.uid() != euid() {
-                return Err(DiskCacheError::NotPrivate(dir.to_path_buf(), format!("owned by uid {}, not {}", md.uid(), euid())));
-            }
-            if md.mode() & 0o077 != 0 {
-                fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(err)?;
-            }
-        }
+        let dir = own_dir(dir)?;
+        let dir = dir.as_path();
         let c = DiskCache {
             dir: dir.to_path_buf(),
             limit,
             inflight: DashMap::new(),
             verified: DashMap::new(),
             evicting: Mutex::new(()),
+            failing: AtomicBool::new(false),
+            retry_at: Mutex::new(None),
             stats: DiskStats::default(),
         };
         c.remove_orphans();
@@ -295,9 +477,60 @@ impl DiskCache {
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
-            o.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+            o.mode(0o600).custom_flags(OPEN_FLAGS);
         }
-        o.open(self.dir.join(format!("{hex}.lock")))
+        let p = self.dir.join(format!("{hex}.lock"));
+        let f = o.open(&p)?;
+        if !is_private_file(&f) {
+            log::warn!("{}: cache lock is not a regular file of this user; removed", p.display());
+            let _ = fs::remove_file(&p);
+            return Err(io::Error::other("cache lock is not a regular file of this user"));
+        }
+        Ok(f)
+    }
+
+    /// Takes `lock`, waiting at most [`LOCK_WAIT`]; `false` if it is still
+    /// held then (by a process stopped, hung, or very slow). Polled,
+    /// because a blocking `flock` cannot be given up.
+    fn lock_bounded(lock: &File) -> io::Result<bool> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match lock.try_lock() {
+                Ok(()) => return Ok(true),
+                Err(fs::TryLockError::WouldBlock) => {}
+                Err(fs::TryLockError::Error(e)) => return Err(e),
+            }
+            if start.elapsed() >= LOCK_WAIT {
+                return Ok(false);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Notes a failed write: one warning until writes work again, and no
+    /// new attempt for [`WRITE_BACKOFF`].
+    fn write_failed(&self, key: &Key, e: &io::Error) -> CacheError {
+        *self.retry_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + WRITE_BACKOFF);
+        if !self.failing.swap(true, Ordering::Relaxed) {
+            log::warn!("cache directory {}: cannot write entries ({e}); computing without it until writes work again", self.dir.display());
+        } else {
+            log::debug!("cache entry {}: not written: {e}", key.hex());
+        }
+        CacheError::Unavailable(format!("cache directory {}: {e}", self.dir.display()))
+    }
+
+    fn writes_paused(&self) -> bool {
+        let mut r = self.retry_at.lock().unwrap_or_else(|p| p.into_inner());
+        match *r {
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                *r = None;
+                false
+            }
+            None => false,
+        }
     }
 
     /// Removes temporary files of computations that are no longer running
@@ -373,10 +606,19 @@ impl DiskCache {
         (md.is_file() && md.len() == len).then_some(len)
     }
 
+    /// Computes `key`'s entry into the directory. Errors of `fill` are
+    /// returned as they are; a lock held too long or a failed write is
+    /// [`CacheError::Unavailable`]: the caller computes without the disk.
     fn compute(&self, key: &Key, fill: &mut Fill<'_>) -> Result<Data, CacheError> {
         let hex = key.hex();
-        let lock = self.lock_file(&hex)?;
-        lock.lock()?;
+        if self.writes_paused() {
+            return Err(CacheError::Unavailable(format!("cache directory {}: writes paused after a failure", self.dir.display())));
+        }
+        let lock = self.lock_file(&hex).map_err(|e| self.write_failed(key, &e))?;
+        if !Self::lock_bounded(&lock)? {
+            log::warn!("cache entry {hex} has been locked by another process for {} s (stopped or hung?); computing without the cache", LOCK_WAIT.as_secs());
+            return Err(CacheError::Unavailable(format!("cache entry {hex} is locked by another process")));
+        }
         // Another daemon may have made it while we waited.
         if let Some(d) = self.lookup(key)? {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
@@ -386,20 +628,33 @@ impl DiskCache {
         let pid = std::process::id();
         let tmp_data = self.dir.join(format!("{TMP_PREFIX}{pid}.{hex}.data"));
         let tmp_meta = self.dir.join(format!("{TMP_PREFIX}{pid}.{hex}.meta"));
-        let r = (|| -> Result<(), CacheError> {
-            let mut f = create_private(&tmp_data)?;
-            fill(&mut f)?;
+        // Which failures are the cache's own (a full disk…), as opposed to
+        // the computation's (the source changed…).
+        let r = (|| -> Result<(), Result<CacheError, io::Error>> {
+            let f = create_private(&tmp_data).map_err(Err)?;
+            let mut w = EntryWriter { file: f, error: None };
+            if let Err(e) = fill(&mut w) {
+                return Err(match w.error.take() {
+                    Some(we) => Err(we),
+                    None => Ok(e),
+                });
+            }
+            let f = w.file;
             slow_write_hook();
-            let len = f.metadata()?.len();
-            let crc = crc_of(&f, len)?;
-            f.sync_all()?;
-            let mut m = create_private(&tmp_meta)?;
-            m.write_all(&encode_meta(len, crc))?;
-            m.sync_all()?;
+            let write = || -> io::Result<()> {
+                let len = f.metadata()?.len();
+                let crc = crc_of(&f, len)?;
+                f.sync_all()?;
+                let mut m = create_private(&tmp_meta)?;
+                m.write_all(&encode_meta(len, crc))?;
+                m.sync_all()?;
+                Ok(())
+            };
+            write().map_err(Err)?;
             // Windows renames no file this process still holds open.
-            drop((f, m));
-            self.replace(&tmp_data, &self.path(key, "data"), &hex)?;
-            self.replace(&tmp_meta, &self.path(key, "meta"), &hex)?;
+            drop(f);
+            self.replace(&tmp_data, &self.path(key, "data"), &hex).map_err(Err)?;
+            self.replace(&tmp_meta, &self.path(key, "meta"), &hex).map_err(Err)?;
             sync_dir(&self.dir);
             Ok(())
         })();
@@ -407,7 +662,12 @@ impl DiskCache {
             let _ = fs::remove_file(&tmp_data);
             let _ = fs::remove_file(&tmp_meta);
         }
-        r?;
+        match r {
+            Ok(()) => {}
+            Err(Ok(e)) => return Err(e),
+            Err(Err(e)) => return Err(self.write_failed(key, &e)),
+        }
+        self.failing.store(false, Ordering::Relaxed);
         let d = self.lookup(key)?.ok_or_else(|| CacheError::Io("entry vanished after it was written".into()))?;
         drop(lock);
         self.evict();
@@ -583,15 +843,16 @@ mod tests {
             Err(CacheError::Compute("source changed".into()))
         });
         assert!(matches!(r, Err(CacheError::Compute(_))));
-        let names: Vec<_> = fs::read_dir(t.path()).unwrap().flatten().map(|e| e.file_name()).collect();
-        assert!(names.iter().all(|n| n.to_string_lossy().ends_with(".lock")), "{names:?}");
+        let names: Vec<_> = fs::read_dir(c.dir()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(names.iter().all(|n| n.to_string_lossy().ends_with(".lock") || n == TAG_NAME), "{names:?}");
     }
 
     #[test]
     fn orphaned_temporaries_are_removed() {
         let t = tempfile::tempdir().unwrap();
         let k = Key::of(&[b"k"]);
-        let orphan = t.path().join(format!("{TMP_PREFIX}999999.{}.data", k.hex()));
+        let dir = DiskCache::open(t.path(), 1 << 20).unwrap().dir().to_path_buf();
+        let orphan = dir.join(format!("{TMP_PREFIX}999999.{}.data", k.hex()));
         fs::write(&orphan, b"half").unwrap();
         let _c = DiskCache::open(t.path(), 1 << 20).unwrap();
         assert!(!orphan.exists());

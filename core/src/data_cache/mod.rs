@@ -19,7 +19,7 @@ use std::sync::Arc;
 use md5::{Digest, Md5};
 use thiserror::Error;
 
-pub use disk::{default_dir, DiskCache, DiskCacheError, DiskStats};
+pub use disk::{default_dir, own_dir, DiskCache, DiskCacheError, DiskStats, OWN_SUBDIR, TAG_NAME};
 pub use memory::{ByteLru, CacheStats};
 
 /// The in-memory implementation: decoded values by key.
@@ -78,6 +78,11 @@ pub enum CacheError {
     Compute(String),
     #[error("cache I/O: {0}")]
     Io(String),
+    /// The disk cache cannot take this value now (its lock is held too
+    /// long, or writing failed: a full disk); the caller computes it
+    /// without the disk cache.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<io::Error> for CacheError {
