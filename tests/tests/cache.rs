@@ -527,3 +527,110 @@ fn a_symlinked_cache_dir_is_refused_by_mount_and_bake() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("symlink"));
     assert_eq!(fs::read_dir(&real).unwrap().count(), 0, "something was written through the symlink");
 }
+
+/// A squashfs image attached to a loop device and mounted; all undone on
+/// drop.
+struct Squash {
+    loopdev: String,
+    at: PathBuf,
+}
+
+impl Squash {
+    /// Mounts `img` at `at` through `loopdev` (or the first free one).
+    fn mount(img: &Path, at: &Path, loopdev: Option<&str>) -> Squash {
+        let loopdev = match loopdev {
+            Some(d) => {
+                assert!(Command::new("losetup").args(["-r", d]).arg(img).status().unwrap().success(), "losetup {d}");
+                d.to_string()
+            }
+            None => {
+                let o = Command::new("losetup").args(["-r", "-f", "--show"]).arg(img).output().unwrap();
+                assert!(o.status.success(), "losetup: {}", String::from_utf8_lossy(&o.stderr));
+                String::from_utf8_lossy(&o.stdout).trim().to_string()
+            }
+        };
+        let s = Squash { loopdev, at: at.to_path_buf() };
+        let st = Command::new("mount").args(["-t", "squashfs", "-o", "ro"]).arg(&s.loopdev).arg(at).status().unwrap();
+        assert!(st.success(), "mount squashfs");
+        s
+    }
+}
+
+impl Drop for Squash {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.at).status();
+        let _ = Command::new("losetup").arg("-d").arg(&self.loopdev).status();
+    }
+}
+
+/// Every wrapper of `root/lib/name` resolves to clang-offload-bundler's
+/// object of `asset` for `device`.
+fn resolves_to(root: &Path, name: &str, asset: &str, device: &str) {
+    let out = tempdir();
+    let o = Command::new(kpackfs())
+        .arg("resolve")
+        .arg(root.join("lib").join(name))
+        .args(["--arch", device, "--loader", "both", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "resolve {name}: {}", String::from_utf8_lossy(&o.stderr));
+    for (i, bundle) in wrapper_bundles(asset).into_iter().enumerate() {
+        let got = fs::read(out.path().join(format!("{i}.co"))).unwrap();
+        assert!(got == expected_object(asset, bundle, expected_arch(asset, device)), "{name} wrapper {i}: not {asset}'s object");
+    }
+}
+
+#[test]
+fn same_identity_different_contents_never_meet_a_stale_entry() {
+    require_root();
+    // Two reproducible images of lib/libx.so: the same path, size, mtime,
+    // inode number (and ctime = mtime), different code objects (from
+    // libtwo and from libmulti, the shorter one padded at its end).
+    let work = tempdir();
+    let mut made = Vec::new();
+    for (i, asset) in ["libtwo.so", "libmulti.so"].into_iter().enumerate() {
+        let tree = work.path().join(format!("tree{i}"));
+        fs::create_dir_all(tree.join("lib")).unwrap();
+        recompress(asset, &tree.join("lib/libx.so"), &["--ccob-version", "3"]);
+        made.push(tree);
+    }
+    let len = made.iter().map(|t| fs::metadata(t.join("lib/libx.so")).unwrap().len()).max().unwrap();
+    let mut imgs = Vec::new();
+    for (i, tree) in made.iter().enumerate() {
+        let f = fs::OpenOptions::new().write(true).open(tree.join("lib/libx.so")).unwrap();
+        f.set_len(len).unwrap();
+        let img = work.path().join(format!("img{i}.sqfs"));
+        let st = Command::new("mksquashfs")
+            .arg(tree)
+            .arg(&img)
+            .args(["-noappend", "-no-xattrs", "-all-root", "-all-time", "1700000000", "-mkfs-time", "1700000000", "-quiet", "-no-progress"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mksquashfs");
+        imgs.push(img);
+    }
+    let src = work.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let cache = tempdir();
+    let opts = ["--cache-dir", cache.path().to_str().unwrap()];
+    let device = "gfx1030";
+    let (ident, loopdev) = {
+        let a = Squash::mount(&imgs[0], &src, None);
+        let m = Mount::new(Some(&src), device, &opts);
+        resolves_to(&m.mnt, "libx.so", "libtwo.so", device);
+        let md = fs::metadata(src.join("lib/libx.so")).unwrap();
+        ((md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec()), a.loopdev.clone())
+    };
+    let _b = Squash::mount(&imgs[1], &src, Some(&loopdev));
+    let md = fs::metadata(src.join("lib/libx.so")).unwrap();
+    assert_eq!((md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec()), ident, "the fixture must repeat the identity");
+    let m = Mount::new(Some(&src), device, &opts);
+    resolves_to(&m.mnt, "libx.so", "libmulti.so", device);
+    drop(m);
+    let out = tempdir();
+    let st = Command::new(kpackfs()).arg("bake").arg(&src).arg(out.path().join("out")).args(["--arch", device, "-q"]).args(opts).status().unwrap();
+    assert!(st.success());
+    resolves_to(&out.path().join("out"), "libx.so", "libmulti.so", device);
+}
