@@ -310,7 +310,10 @@ fn a_fifo_at_an_entry_path_is_refused_not_waited_on() {
     let dir = cache.path().join("c");
     let opts = ["--cache-dir", dir.to_str().unwrap()];
     let want = reference_archive(src.path());
-    drop(Mount::new(Some(src.path()), "gfx90a", &opts).path(ARCHIVE).metadata().unwrap());
+    {
+        let m = Mount::new(Some(src.path()), "gfx90a", &opts);
+        fs::metadata(m.path(ARCHIVE)).unwrap();
+    }
     // The entry's data replaced by a FIFO nobody writes to.
     let data = only_entry(&dir);
     fs::remove_file(&data).unwrap();

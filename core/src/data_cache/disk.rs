@@ -101,6 +101,8 @@ pub struct DiskCache {
     /// not tried again before this instant.
     failing: AtomicBool,
     retry_at: Mutex<Option<Instant>>,
+    /// How long to wait for another process's lock ([`LOCK_WAIT`]).
+    lock_wait: Duration,
     pub stats: DiskStats,
 }
 
@@ -452,6 +454,7 @@ impl DiskCache {
             evicting: Mutex::new(()),
             failing: AtomicBool::new(false),
             retry_at: Mutex::new(None),
+            lock_wait: LOCK_WAIT,
             stats: DiskStats::default(),
         };
         c.remove_orphans();
@@ -492,7 +495,7 @@ impl DiskCache {
     /// Takes `lock`, waiting at most [`LOCK_WAIT`]; `false` if it is still
     /// held then (by a process stopped, hung, or very slow). Polled,
     /// because a blocking `flock` cannot be given up.
-    fn lock_bounded(lock: &File) -> io::Result<bool> {
+    fn lock_bounded(&self, lock: &File) -> io::Result<bool> {
         let start = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
@@ -501,7 +504,7 @@ impl DiskCache {
                 Err(fs::TryLockError::WouldBlock) => {}
                 Err(fs::TryLockError::Error(e)) => return Err(e),
             }
-            if start.elapsed() >= LOCK_WAIT {
+            if start.elapsed() >= self.lock_wait {
                 return Ok(false);
             }
             std::thread::sleep(pause);
@@ -615,8 +618,11 @@ impl DiskCache {
             return Err(CacheError::Unavailable(format!("cache directory {}: writes paused after a failure", self.dir.display())));
         }
         let lock = self.lock_file(&hex).map_err(|e| self.write_failed(key, &e))?;
-        if !Self::lock_bounded(&lock)? {
-            log::warn!("cache entry {hex} has been locked by another process for {} s (stopped or hung?); computing without the cache", LOCK_WAIT.as_secs());
+        if !self.lock_bounded(&lock)? {
+            log::warn!(
+                "cache entry {hex} has been locked by another process for {:.1} s (stopped or hung?); computing without the cache",
+                self.lock_wait.as_secs_f32()
+            );
             return Err(CacheError::Unavailable(format!("cache entry {hex} is locked by another process")));
         }
         // Another daemon may have made it while we waited.
@@ -893,6 +899,104 @@ mod tests {
         let link = t.path().join("link");
         std::os::unix::fs::symlink(t.path(), &link).unwrap();
         assert!(matches!(DiskCache::open(&link, 1), Err(DiskCacheError::NotPrivate(..))));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_directory_kpackfs_did_not_create_is_left_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let shared = t.path().join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+        let hex = "0123456789abcdef0123456789abcdef";
+        let foreign = [format!("{TMP_PREFIX}1.{hex}.data"), format!("{hex}.data"), format!("{hex}.meta"), format!("{hex}.lock")];
+        for f in &foreign {
+            fs::write(shared.join(f), b"theirs").unwrap();
+        }
+        // A limit of 1 byte: every insert evicts.
+        let c = DiskCache::open(&shared, 1).unwrap();
+        assert_eq!(c.dir(), shared.join(OWN_SUBDIR));
+        for i in 0..3u8 {
+            c.get_or_insert(&Key::of(&[&[i]]), &mut fill_with(b"value")).unwrap();
+        }
+        drop(c);
+        let c = DiskCache::open(&shared, 1).unwrap();
+        assert_eq!(c.dir(), shared.join(OWN_SUBDIR), "the tagged subdirectory is found again");
+        assert_eq!(fs::metadata(&shared).unwrap().permissions().mode() & 0o7777, 0o1777);
+        for f in &foreign {
+            assert_eq!(fs::read(shared.join(f)).unwrap(), b"theirs", "{f}");
+        }
+        // A directory kpackfs created is used itself, and found again.
+        let mine = t.path().join("mine");
+        assert_eq!(DiskCache::open(&mine, 1).unwrap().dir(), mine);
+        assert_eq!(DiskCache::open(&mine, 1).unwrap().dir(), mine);
+        // An untagged `kpackfs` subdirectory is not taken over either.
+        let other = t.path().join("other");
+        fs::create_dir_all(other.join(OWN_SUBDIR)).unwrap();
+        assert!(matches!(DiskCache::open(&other, 1), Err(DiskCacheError::NotOurs(..))));
+    }
+
+    /// Runs `f` on another thread; a hang fails the test (bounded wait).
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(60)).expect("hung")
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifos_at_entry_paths_are_refused_without_blocking() {
+        let t = tempfile::tempdir().unwrap();
+        let k = Key::of(&[b"k"]);
+        let dir = DiskCache::open(t.path(), 1 << 20).unwrap().dir().to_path_buf();
+        for ext in ["data", "meta", "lock"] {
+            let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+            c.get_or_insert(&k, &mut fill_with(b"real")).unwrap();
+            let p = c.path(&k, ext);
+            fs::remove_file(&p).unwrap();
+            let cp = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+            // SAFETY: mkfifo with a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(cp.as_ptr(), 0o600) }, 0);
+            let at = dir.clone();
+            let r = within(move || {
+                let c = DiskCache::open(&at, 1 << 20).unwrap();
+                c.get_or_insert(&k, &mut fill_with(b"real")).map(|d| read_all(&d))
+            });
+            if ext == "lock" {
+                // The entry itself is intact and found without its lock.
+                assert_eq!(r.unwrap(), b"real");
+                // A miss must take the lock: refused (and removed), so the
+                // value is computed without the cache.
+                fs::remove_file(c.path(&k, "meta")).unwrap();
+                let r = within(move || c.get_or_insert(&k, &mut fill_with(b"real")).map(|d| d.len()));
+                assert!(matches!(r, Err(CacheError::Unavailable(_))), "{r:?}");
+                assert!(fs::symlink_metadata(&p).is_err(), "the FIFO is removed");
+            } else {
+                assert_eq!(r.unwrap(), b"real", "{ext}");
+                assert!(fs::symlink_metadata(&p).unwrap().is_file(), "{ext}: the FIFO is replaced");
+            }
+        }
+    }
+
+    #[test]
+    fn a_lock_held_too_long_is_given_up() {
+        let t = tempfile::tempdir().unwrap();
+        let mut c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        c.lock_wait = Duration::from_millis(50);
+        let k = Key::of(&[b"k"]);
+        // Another holder of the entry's lock (a separate open file
+        // description, as another process's), never letting go.
+        let held = c.lock_file(&k.hex()).unwrap();
+        held.lock().unwrap();
+        let c = Arc::new(c);
+        let c2 = c.clone();
+        let r = within(move || c2.get_or_insert(&k, &mut fill_with(b"value")).map(|d| d.len()));
+        assert!(matches!(r, Err(CacheError::Unavailable(_))), "{r:?}");
+        drop(held);
+        assert_eq!(read_all(&c.get_or_insert(&k, &mut fill_with(b"value")).unwrap()), b"value");
     }
 
     #[test]

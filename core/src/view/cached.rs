@@ -354,3 +354,66 @@ impl Copies {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::CcobMethod;
+    use crate::source::Time;
+
+    const ASSETS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../test_assets/bin");
+
+    /// The digest of `path` as the view takes it, for `scope`; `cheap`:
+    /// only if it costs no more than the bundle headers.
+    fn digest(path: &Path, scope: Scope, cheap: bool) -> Option<[u8; 16]> {
+        let f = File::open(path).unwrap();
+        let size = f.metadata().unwrap().len();
+        let id = SourceId { dev: 0, ino: 0, size, mtime: Time::default(), ctime: Time::default() };
+        let fb = FatBinary::analyze(&f, id, "libx.so").unwrap();
+        content_digest(&f, &fb.plan, size, scope, if cheap { 0 } else { u64::MAX }).unwrap()
+    }
+
+    /// One byte of `path` flipped at `at` (same length: the same file
+    /// identity on a read-only image), into `out`.
+    fn flipped(path: &Path, at: u64, out: &Path) {
+        let mut b = std::fs::read(path).unwrap();
+        b[at as usize] ^= 0x01;
+        std::fs::write(out, b).unwrap();
+    }
+
+    fn fat_range(path: &Path) -> (u64, u64) {
+        let f = File::open(path).unwrap();
+        let id = SourceId { dev: 0, ino: 0, size: f.metadata().unwrap().len(), mtime: Time::default(), ctime: Time::default() };
+        let fb = FatBinary::analyze(&f, id, "libx.so").unwrap();
+        (fb.plan.fat_offset, fb.plan.fat_size)
+    }
+
+    #[test]
+    fn content_identity_tells_same_sized_versions_apart() {
+        let t = tempfile::tempdir().unwrap();
+        // Uncompressed bundles: a byte of a code object (past every bundle
+        // header) changes the identity; the cheap form is refused.
+        let plain = Path::new(ASSETS).join("libtwo.so");
+        let (off, len) = fat_range(&plain);
+        let other = t.path().join("plain");
+        flipped(&plain, off + len - 64, &other);
+        assert_eq!(digest(&plain, Scope::Objects, true), None);
+        assert_ne!(digest(&plain, Scope::Objects, false), digest(&other, Scope::Objects, false));
+        assert_eq!(digest(&plain, Scope::Objects, false), digest(&plain, Scope::Objects, false));
+        // Host code changes only the whole-file identity.
+        let host = t.path().join("host");
+        flipped(&plain, off - 1, &host);
+        assert_eq!(digest(&plain, Scope::Objects, false), digest(&host, Scope::Objects, false));
+        assert_ne!(digest(&plain, Scope::Whole, false), digest(&host, Scope::Whole, false));
+        // Compressed bundles: the headers' content hashes suffice, cheaply;
+        // the same library with one code-object byte changed differs.
+        let a = t.path().join("a");
+        let b = t.path().join("b");
+        crate::recompress::recompress(&plain, &a, 3, CcobMethod::Zstd, 3).unwrap();
+        crate::recompress::recompress(&other, &b, 3, CcobMethod::Zstd, 3).unwrap();
+        let da = digest(&a, Scope::Objects, true);
+        assert!(da.is_some());
+        assert_eq!(da, digest(&a, Scope::Objects, false));
+        assert_ne!(da, digest(&b, Scope::Objects, true));
+    }
+}
