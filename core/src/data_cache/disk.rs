@@ -253,6 +253,26 @@ impl super::Sink for EntryWriter {
     }
 }
 
+/// Whether the file system holding `f` has no space left for this user.
+fn no_space_left(f: &File) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: fstatvfs fills `st` for a valid descriptor; read only on success.
+        if unsafe { libc::fstatvfs(f.as_raw_fd(), st.as_mut_ptr()) } == 0 {
+            // SAFETY: initialised by the successful call above.
+            return unsafe { st.assume_init() }.f_bavail == 0;
+        }
+        false
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = f;
+        false
+    }
+}
+
 /// CRC-32 of the first `len` bytes of `f`, read in 1 MiB pieces: after a
 /// reboot the entry is on disk only, and large sequential reads let the
 /// kernel's readahead fetch it at disk speed (a mapping faulted in page by
@@ -640,8 +660,11 @@ impl DiskCache {
             let f = create_private(&tmp_data).map_err(Err)?;
             let mut w = EntryWriter { file: f, error: None };
             if let Err(e) = fill(&mut w) {
+                // Writers that copy in the kernel (`as_file`) bypass the
+                // sink: a file system with no space left tells those.
                 return Err(match w.error.take() {
                     Some(we) => Err(we),
+                    None if no_space_left(&w.file) => Err(io::Error::new(io::ErrorKind::StorageFull, e.to_string())),
                     None => Ok(e),
                 });
             }
