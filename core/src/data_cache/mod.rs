@@ -9,6 +9,7 @@
 //! how to compute it; the cache computes it once, however many readers ask
 //! at the same time.
 
+mod dir;
 mod disk;
 mod memory;
 
@@ -19,7 +20,8 @@ use std::sync::Arc;
 use md5::{Digest, Md5};
 use thiserror::Error;
 
-pub use disk::{default_dir, own_dir, DiskCache, DiskCacheError, DiskStats, OWN_SUBDIR, TAG_NAME};
+pub use dir::{default_dir, own_dir, OWN_SUBDIR, TAG_NAME};
+pub use disk::{DiskCache, DiskCacheError, DiskStats};
 pub use memory::{ByteLru, CacheStats};
 
 /// The in-memory implementation: decoded values by key.
