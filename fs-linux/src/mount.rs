@@ -312,9 +312,10 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     // mount (a deadlock) nor inside the source (entries would show up in
     // the view and be watched as source changes).
     if let Some(dir) = args.view.cache_dir() {
-        let canon = std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::canonicalize(&dir))
-            .map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))?;
+        // kpackfs's own directory there, refused if a symlink, before any
+        // path is resolved (as `bake` does).
+        let own = kpackfs_core::data_cache::own_dir(&dir).map_err(|e| Failure::usage(format!("--cache-dir: {e}")))?;
+        let canon = std::fs::canonicalize(&own).map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))?;
         if canon.starts_with(&mnt) {
             return Err(Failure::usage(format!("--cache-dir {} lies inside the mountpoint", dir.display())));
         }

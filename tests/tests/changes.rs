@@ -318,6 +318,8 @@ fn materialized_copies_follow_source_changes_and_orphans_are_removed() {
     let cache = tempdir();
     let dir = cache.path().join("copies");
     fs::create_dir_all(&dir).unwrap();
+    // A directory kpackfs made (tagged): the one it keeps entries in.
+    fs::write(dir.join("CACHEDIR.TAG"), "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by kpackfs.\n").unwrap();
     // A partial entry whose computation is no longer running (its key's
     // lock is free) is removed at mount; one whose lock is held (here by
     // this test, standing in for another daemon) is kept.

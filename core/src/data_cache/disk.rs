@@ -19,19 +19,32 @@
 //!   first (the meta file's mtime is touched on use) until the total is
 //!   back under the limit. Open handles keep evicted entries readable.
 //! - **Private.** The directory is created 0700 and must be owned by the
-//!   daemon's user; entries that are symlinks or belong to someone else are
-//!   refused (and removed), never followed.
+//!   daemon's user; entries that are symlinks, not regular files (a FIFO
+//!   would block the opener) or belong to someone else are refused (and
+//!   removed), never followed.
+//! - **Its own.** kpackfs only ever writes, changes the mode of or deletes
+//!   in a directory it created and tagged (`CACHEDIR.TAG`); given another
+//!   directory (`/tmp`, a shared cache), it uses its own subdirectory there
+//!   ([`own_dir`]).
+//! - **Never in the way.** A lock held too long (a `bake` stopped with
+//!   Ctrl-Z) or a failed write (a full disk) makes the caller compute
+//!   without the disk cache ([`CacheError::Unavailable`]), never wait
+//!   forever or fail the read.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use dashmap::DashMap;
 use thiserror::Error;
 
+#[cfg(unix)]
+use super::dir::OPEN_FLAGS;
+use super::dir::{create_private, is_private_file, open_private, own_dir, share_all, sync_dir};
 use super::{CacheError, Data, DataCache, EntryFile, Fill, Key};
 
 const META_MAGIC: &[u8; 8] = b"KPFSMETA";
@@ -41,6 +54,15 @@ const META_LEN: usize = 28;
 const TMP_PREFIX: &str = "tmp.";
 /// A used entry's meta mtime is refreshed at most this often.
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
+/// How long a computation waits for another process's lock on an entry
+/// before it computes without the disk cache: a peer compressing a large
+/// archive finishes well within it; a stopped or hung one must not stall
+/// every daemon sharing the directory.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// After a failed write (full disk, quota, read-only), entries are not
+/// written again for this long: each attempt would compute an archive only
+/// to fail at the end.
+const WRITE_BACKOFF: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Error)]
 pub enum DiskCacheError {
@@ -48,6 +70,8 @@ pub enum DiskCacheError {
     Io(PathBuf, io::Error),
     #[error("cache directory {0} is not private: {1}")]
     NotPrivate(PathBuf, String),
+    #[error("cache directory {0} is not kpackfs's: {1}")]
+    NotOurs(PathBuf, String),
 }
 
 /// Counters of the disk cache.
@@ -68,86 +92,77 @@ pub struct DiskCache {
     /// Entries whose checksum this process has verified: (inode, length).
     verified: DashMap<Key, (u64, u64)>,
     evicting: Mutex<()>,
+    /// Writes are failing (warned once until one succeeds again) and are
+    /// not tried again before this instant.
+    failing: AtomicBool,
+    retry_at: Mutex<Option<Instant>>,
+    /// How long to wait for another process's lock ([`LOCK_WAIT`]).
+    lock_wait: Duration,
     pub stats: DiskStats,
 }
 
-/// The default cache directory: `/var/cache/kpackfs` for root,
-/// `$XDG_CACHE_HOME/kpackfs` (or `~/.cache/kpackfs`) for a user,
-/// `%LOCALAPPDATA%\kpackfs` on Windows.
-pub fn default_dir() -> Option<PathBuf> {
+/// The sink of an entry being written: remembers the first write error, so
+/// that a full disk is told apart from a failed computation (which sees
+/// only its own error).
+struct EntryWriter {
+    file: File,
+    error: Option<io::Error>,
+}
+
+impl EntryWriter {
+    fn note<T>(&mut self, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r {
+            if self.error.is_none() {
+                self.error = Some(io::Error::new(e.kind(), e.to_string()));
+            }
+        }
+        r
+    }
+}
+
+impl Write for EntryWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let r = self.file.write(buf);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let r = self.file.flush();
+        self.note(r)
+    }
+}
+
+impl io::Seek for EntryWriter {
+    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
+        let r = self.file.seek(pos);
+        self.note(r)
+    }
+}
+
+impl super::Sink for EntryWriter {
+    fn as_file(&mut self) -> Option<&File> {
+        Some(&self.file)
+    }
+}
+
+/// Whether the file system holding `f` has no space left for this user.
+fn no_space_left(f: &File) -> bool {
     #[cfg(unix)]
     {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            return Some(PathBuf::from("/var/cache/kpackfs"));
+        use std::os::fd::AsRawFd;
+        let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: fstatvfs fills `st` for a valid descriptor; read only on success.
+        if unsafe { libc::fstatvfs(f.as_raw_fd(), st.as_mut_ptr()) } == 0 {
+            // SAFETY: initialised by the successful call above.
+            return unsafe { st.assume_init() }.f_bavail == 0;
         }
-        let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
-        xdg.or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache"))).map(|d| d.join("kpackfs"))
+        false
     }
     #[cfg(not(unix))]
     {
-        std::env::var_os("LOCALAPPDATA").map(|d| PathBuf::from(d).join("kpackfs"))
+        let _ = f;
+        false
     }
-}
-
-#[cfg(unix)]
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
-}
-
-/// Opens `p` without following a symlink and only if it is a regular file
-/// of ours. `Ok(None)`: absent, or refused (and removed).
-fn open_private(p: &Path, write: bool) -> io::Result<Option<File>> {
-    let mut o = OpenOptions::new();
-    o.read(true).write(write);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    share_all(&mut o);
-    let f = match o.open(p) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        #[cfg(unix)]
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            log::warn!("{}: cache entry is a symlink; removed", p.display());
-            let _ = fs::remove_file(p);
-            return Ok(None);
-        }
-        Err(e) => return Err(e),
-    };
-    let md = f.metadata()?;
-    #[cfg(unix)]
-    let foreign = std::os::unix::fs::MetadataExt::uid(&md) != euid();
-    #[cfg(not(unix))]
-    let foreign = false;
-    if !md.is_file() || foreign {
-        log::warn!("{}: cache entry is not a regular file of this user; removed", p.display());
-        let _ = fs::remove_file(p);
-        return Ok(None);
-    }
-    Ok(Some(f))
-}
-
-/// On Windows, lets entries that readers hold open be renamed over and
-/// deleted (eviction, rebuilding a damaged entry), as on POSIX systems:
-/// without `FILE_SHARE_DELETE` both fail while any handle is open.
-fn share_all(o: &mut OpenOptions) {
-    #[cfg(windows)]
-    std::os::windows::fs::OpenOptionsExt::share_mode(o, 0x1 | 0x2 | 0x4);
-    #[cfg(not(windows))]
-    let _ = o;
-}
-
-fn create_private(p: &Path) -> io::Result<File> {
-    let mut o = OpenOptions::new();
-    o.read(true).write(true).create(true).truncate(true);
-    share_all(&mut o);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    }
-    o.open(p)
 }
 
 /// CRC-32 of the first `len` bytes of `f`, read in 1 MiB pieces: after a
@@ -217,16 +232,6 @@ fn inode(md: &fs::Metadata) -> u64 {
     }
 }
 
-/// Syncs a directory so the renames in it survive a power loss.
-fn sync_dir(dir: &Path) {
-    #[cfg(unix)]
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    #[cfg(not(unix))]
-    let _ = dir;
-}
-
 /// Test hook (debug builds only): `KPACKFS_TEST_SLOW_CACHE_WRITE=ms`
 /// holds every entry between its write and its rename, so tests can kill
 /// a daemon while it writes.
@@ -241,35 +246,21 @@ fn slow_write_hook() {
 fn slow_write_hook() {}
 
 impl DiskCache {
-    /// Opens (creating) the cache directory `dir`, holding at most `limit`
-    /// bytes of entries.
+    /// Opens kpackfs's own cache directory for `dir` ([`own_dir`]: `dir`
+    /// or a subdirectory it creates there), holding at most `limit` bytes
+    /// of entries.
     pub fn open(dir: &Path, limit: u64) -> Result<DiskCache, DiskCacheError> {
-        let err = |e| DiskCacheError::Io(dir.to_path_buf(), e);
-        let mut b = fs::DirBuilder::new();
-        b.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-        b.create(dir).map_err(err)?;
-        let md = fs::symlink_metadata(dir).map_err(err)?;
-        if md.file_type().is_symlink() || !md.is_dir() {
-            return Err(DiskCacheError::NotPrivate(dir.to_path_buf(), "not a directory (symlinks are refused)".into()));
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::{MetadataExt, PermissionsExt};
-            if md.uid() != euid() {
-                return Err(DiskCacheError::NotPrivate(dir.to_path_buf(), format!("owned by uid {}, not {}", md.uid(), euid())));
-            }
-            if md.mode() & 0o077 != 0 {
-                fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(err)?;
-            }
-        }
+        let dir = own_dir(dir)?;
+        let dir = dir.as_path();
         let c = DiskCache {
             dir: dir.to_path_buf(),
             limit,
             inflight: DashMap::new(),
             verified: DashMap::new(),
             evicting: Mutex::new(()),
+            failing: AtomicBool::new(false),
+            retry_at: Mutex::new(None),
+            lock_wait: LOCK_WAIT,
             stats: DiskStats::default(),
         };
         c.remove_orphans();
@@ -295,9 +286,60 @@ impl DiskCache {
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
-            o.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+            o.mode(0o600).custom_flags(OPEN_FLAGS);
         }
-        o.open(self.dir.join(format!("{hex}.lock")))
+        let p = self.dir.join(format!("{hex}.lock"));
+        let f = o.open(&p)?;
+        if !is_private_file(&f) {
+            log::warn!("{}: cache lock is not a regular file of this user; removed", p.display());
+            let _ = fs::remove_file(&p);
+            return Err(io::Error::other("cache lock is not a regular file of this user"));
+        }
+        Ok(f)
+    }
+
+    /// Takes `lock`, waiting at most [`LOCK_WAIT`]; `false` if it is still
+    /// held then (by a process stopped, hung, or very slow). Polled,
+    /// because a blocking `flock` cannot be given up.
+    fn lock_bounded(&self, lock: &File) -> io::Result<bool> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match lock.try_lock() {
+                Ok(()) => return Ok(true),
+                Err(fs::TryLockError::WouldBlock) => {}
+                Err(fs::TryLockError::Error(e)) => return Err(e),
+            }
+            if start.elapsed() >= self.lock_wait {
+                return Ok(false);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Notes a failed write: one warning until writes work again, and no
+    /// new attempt for [`WRITE_BACKOFF`].
+    fn write_failed(&self, key: &Key, e: &io::Error) -> CacheError {
+        *self.retry_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + WRITE_BACKOFF);
+        if !self.failing.swap(true, Ordering::Relaxed) {
+            log::warn!("cache directory {}: cannot write entries ({e}); computing without it until writes work again", self.dir.display());
+        } else {
+            log::debug!("cache entry {}: not written: {e}", key.hex());
+        }
+        CacheError::Unavailable(format!("cache directory {}: {e}", self.dir.display()))
+    }
+
+    fn writes_paused(&self) -> bool {
+        let mut r = self.retry_at.lock().unwrap_or_else(|p| p.into_inner());
+        match *r {
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                *r = None;
+                false
+            }
+            None => false,
+        }
     }
 
     /// Removes temporary files of computations that are no longer running
@@ -373,10 +415,22 @@ impl DiskCache {
         (md.is_file() && md.len() == len).then_some(len)
     }
 
+    /// Computes `key`'s entry into the directory. Errors of `fill` are
+    /// returned as they are; a lock held too long or a failed write is
+    /// [`CacheError::Unavailable`]: the caller computes without the disk.
     fn compute(&self, key: &Key, fill: &mut Fill<'_>) -> Result<Data, CacheError> {
         let hex = key.hex();
-        let lock = self.lock_file(&hex)?;
-        lock.lock()?;
+        if self.writes_paused() {
+            return Err(CacheError::Unavailable(format!("cache directory {}: writes paused after a failure", self.dir.display())));
+        }
+        let lock = self.lock_file(&hex).map_err(|e| self.write_failed(key, &e))?;
+        if !self.lock_bounded(&lock)? {
+            log::warn!(
+                "cache entry {hex} has been locked by another process for {:.1} s (stopped or hung?); computing without the cache",
+                self.lock_wait.as_secs_f32()
+            );
+            return Err(CacheError::Unavailable(format!("cache entry {hex} is locked by another process")));
+        }
         // Another daemon may have made it while we waited.
         if let Some(d) = self.lookup(key)? {
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
@@ -386,20 +440,36 @@ impl DiskCache {
         let pid = std::process::id();
         let tmp_data = self.dir.join(format!("{TMP_PREFIX}{pid}.{hex}.data"));
         let tmp_meta = self.dir.join(format!("{TMP_PREFIX}{pid}.{hex}.meta"));
-        let r = (|| -> Result<(), CacheError> {
-            let mut f = create_private(&tmp_data)?;
-            fill(&mut f)?;
+        // Which failures are the cache's own (a full disk…), as opposed to
+        // the computation's (the source changed…).
+        let r = (|| -> Result<(), Result<CacheError, io::Error>> {
+            let f = create_private(&tmp_data).map_err(Err)?;
+            let mut w = EntryWriter { file: f, error: None };
+            if let Err(e) = fill(&mut w) {
+                // Writers that copy in the kernel (`as_file`) bypass the
+                // sink: a file system with no space left tells those.
+                return Err(match w.error.take() {
+                    Some(we) => Err(we),
+                    None if no_space_left(&w.file) => Err(io::Error::new(io::ErrorKind::StorageFull, e.to_string())),
+                    None => Ok(e),
+                });
+            }
+            let f = w.file;
             slow_write_hook();
-            let len = f.metadata()?.len();
-            let crc = crc_of(&f, len)?;
-            f.sync_all()?;
-            let mut m = create_private(&tmp_meta)?;
-            m.write_all(&encode_meta(len, crc))?;
-            m.sync_all()?;
+            let write = || -> io::Result<()> {
+                let len = f.metadata()?.len();
+                let crc = crc_of(&f, len)?;
+                f.sync_all()?;
+                let mut m = create_private(&tmp_meta)?;
+                m.write_all(&encode_meta(len, crc))?;
+                m.sync_all()?;
+                Ok(())
+            };
+            write().map_err(Err)?;
             // Windows renames no file this process still holds open.
-            drop((f, m));
-            self.replace(&tmp_data, &self.path(key, "data"), &hex)?;
-            self.replace(&tmp_meta, &self.path(key, "meta"), &hex)?;
+            drop(f);
+            self.replace(&tmp_data, &self.path(key, "data"), &hex).map_err(Err)?;
+            self.replace(&tmp_meta, &self.path(key, "meta"), &hex).map_err(Err)?;
             sync_dir(&self.dir);
             Ok(())
         })();
@@ -407,7 +477,12 @@ impl DiskCache {
             let _ = fs::remove_file(&tmp_data);
             let _ = fs::remove_file(&tmp_meta);
         }
-        r?;
+        match r {
+            Ok(()) => {}
+            Err(Ok(e)) => return Err(e),
+            Err(Err(e)) => return Err(self.write_failed(key, &e)),
+        }
+        self.failing.store(false, Ordering::Relaxed);
         let d = self.lookup(key)?.ok_or_else(|| CacheError::Io("entry vanished after it was written".into()))?;
         drop(lock);
         self.evict();
@@ -508,158 +583,5 @@ impl DataCache for DiskCache {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fill_with(bytes: &'static [u8]) -> impl FnMut(&mut dyn super::super::Sink) -> Result<(), CacheError> {
-        move |s| {
-            s.write_all(bytes)?;
-            Ok(())
-        }
-    }
-
-    fn read_all(d: &Data) -> Vec<u8> {
-        let mut v = vec![0u8; d.len() as usize];
-        assert_eq!(d.read_at(0, &mut v).unwrap(), v.len());
-        v
-    }
-
-    #[test]
-    fn stores_reuses_and_survives_reopen() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("c");
-        let c = DiskCache::open(&dir, 1 << 20).unwrap();
-        let k = Key::of(&[b"a"]);
-        assert!(c.get(&k).is_none());
-        let d = c.get_or_insert(&k, &mut fill_with(b"abcdef")).unwrap();
-        assert_eq!(read_all(&d), b"abcdef");
-        assert_eq!(c.len_of(&k), Some(6));
-        drop(c);
-        let c = DiskCache::open(&dir, 1 << 20).unwrap();
-        let d = c.get_or_insert(&k, &mut |_| panic!("recomputed")).unwrap();
-        assert_eq!(read_all(&d), b"abcdef");
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
-        }
-    }
-
-    #[test]
-    fn damaged_entries_are_rebuilt_never_served() {
-        let t = tempfile::tempdir().unwrap();
-        let k = Key::of(&[b"k"]);
-        // Same length, one byte flipped: only the checksum can tell.
-        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-        c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
-        let p = c.path(&k, "data");
-        let mut b = fs::read(&p).unwrap();
-        b[3] ^= 1;
-        fs::write(&p, &b).unwrap();
-        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-        assert!(c.get(&k).is_none());
-        let d = c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
-        assert_eq!(read_all(&d), b"0123456789");
-        // Truncated.
-        fs::write(&p, b"0123").unwrap();
-        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-        assert_eq!(c.len_of(&k), None);
-        assert!(c.get(&k).is_none());
-        assert_eq!(c.stats.damaged.load(Ordering::Relaxed), 1);
-        // Garbage meta.
-        c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
-        fs::write(c.path(&k, "meta"), b"nonsense").unwrap();
-        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-        assert!(c.get(&k).is_none());
-    }
-
-    #[test]
-    fn failed_fill_leaves_nothing() {
-        let t = tempfile::tempdir().unwrap();
-        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-        let k = Key::of(&[b"k"]);
-        let r = c.get_or_insert(&k, &mut |s| {
-            s.write_all(b"partial")?;
-            Err(CacheError::Compute("source changed".into()))
-        });
-        assert!(matches!(r, Err(CacheError::Compute(_))));
-        let names: Vec<_> = fs::read_dir(t.path()).unwrap().flatten().map(|e| e.file_name()).collect();
-        assert!(names.iter().all(|n| n.to_string_lossy().ends_with(".lock")), "{names:?}");
-    }
-
-    #[test]
-    fn orphaned_temporaries_are_removed() {
-        let t = tempfile::tempdir().unwrap();
-        let k = Key::of(&[b"k"]);
-        let orphan = t.path().join(format!("{TMP_PREFIX}999999.{}.data", k.hex()));
-        fs::write(&orphan, b"half").unwrap();
-        let _c = DiskCache::open(t.path(), 1 << 20).unwrap();
-        assert!(!orphan.exists());
-    }
-
-    #[test]
-    fn evicts_least_recently_used_within_the_limit() {
-        let t = tempfile::tempdir().unwrap();
-        let c = DiskCache::open(t.path(), 25).unwrap();
-        let keys: Vec<Key> = (0..4u8).map(|i| Key::of(&[&[i]])).collect();
-        for (i, k) in keys.iter().enumerate() {
-            c.get_or_insert(k, &mut fill_with(b"0123456789")).unwrap();
-            // Distinct last-use times, oldest first.
-            let t = SystemTime::now() - Duration::from_secs(100 - i as u64);
-            OpenOptions::new().write(true).open(c.path(k, "meta")).unwrap().set_modified(t).unwrap();
-        }
-        assert!(c.used() <= 25);
-        assert!(c.len_of(&keys[3]).is_some(), "newest kept");
-        assert!(c.len_of(&keys[0]).is_none(), "oldest evicted");
-        assert!(c.stats.evictions.load(Ordering::Relaxed) >= 2);
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn symlinked_entries_and_foreign_dirs_are_refused() {
-        let t = tempfile::tempdir().unwrap();
-        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-        let k = Key::of(&[b"k"]);
-        c.get_or_insert(&k, &mut fill_with(b"real")).unwrap();
-        let elsewhere = t.path().join("elsewhere");
-        fs::write(&elsewhere, b"evil").unwrap();
-        fs::remove_file(c.path(&k, "data")).unwrap();
-        std::os::unix::fs::symlink(&elsewhere, c.path(&k, "data")).unwrap();
-        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-        assert!(c.get(&k).is_none());
-        assert!(fs::symlink_metadata(c.path(&k, "data")).is_err(), "symlink removed");
-        // A symlinked cache directory is refused.
-        let link = t.path().join("link");
-        std::os::unix::fs::symlink(t.path(), &link).unwrap();
-        assert!(matches!(DiskCache::open(&link, 1), Err(DiskCacheError::NotPrivate(..))));
-    }
-
-    #[test]
-    fn two_caches_on_one_directory_compute_once() {
-        let t = tempfile::tempdir().unwrap();
-        let a = Arc::new(DiskCache::open(t.path(), 1 << 20).unwrap());
-        let b = Arc::new(DiskCache::open(t.path(), 1 << 20).unwrap());
-        let calls = Arc::new(AtomicU64::new(0));
-        let k = Key::of(&[b"shared"]);
-        let hs: Vec<_> = [a, b]
-            .into_iter()
-            .map(|c| {
-                let calls = calls.clone();
-                std::thread::spawn(move || {
-                    c.get_or_insert(&k, &mut |s| {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(100));
-                        s.write_all(b"value")?;
-                        Ok(())
-                    })
-                    .unwrap()
-                    .len()
-                })
-            })
-            .collect();
-        for h in hs {
-            assert_eq!(h.join().unwrap(), 5);
-        }
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
-    }
-}
+#[path = "disk_tests.rs"]
+mod tests;

@@ -9,6 +9,7 @@
 //! how to compute it; the cache computes it once, however many readers ask
 //! at the same time.
 
+mod dir;
 mod disk;
 mod memory;
 
@@ -19,7 +20,8 @@ use std::sync::Arc;
 use md5::{Digest, Md5};
 use thiserror::Error;
 
-pub use disk::{default_dir, DiskCache, DiskCacheError, DiskStats};
+pub use dir::{default_dir, own_dir, OWN_SUBDIR, TAG_NAME};
+pub use disk::{DiskCache, DiskCacheError, DiskStats};
 pub use memory::{ByteLru, CacheStats};
 
 /// The in-memory implementation: decoded values by key.
@@ -78,6 +80,11 @@ pub enum CacheError {
     Compute(String),
     #[error("cache I/O: {0}")]
     Io(String),
+    /// The disk cache cannot take this value now (its lock is held too
+    /// long, or writing failed: a full disk); the caller computes it
+    /// without the disk cache.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<io::Error> for CacheError {

@@ -12,10 +12,15 @@
 //!   `--materialize`.
 //!
 //! Keys digest everything the bytes depend on — the source root and path,
-//! the source file's identity (device, inode, size, mtime, ctime), the
-//! selection, naming, compression, and a format version — so a changed
-//! source or view never meets a stale entry, and a remount, a second
-//! daemon or `bake` over the same source finds the entries already made.
+//! the source file's identity (device, inode, size, mtime, ctime), its
+//! content identity ([`Caches::content_id`]), the selection, naming,
+//! compression, and a format version — so a changed source or view never
+//! meets a stale entry, and a remount, a second daemon or `bake` over the
+//! same source finds the entries already made. The content identity is
+//! there because (device, inode, size, mtime, ctime) can repeat for other
+//! bytes: two reproducibly built read-only images (squashfs, erofs)
+//! mounted in turn on one loop device give the same identity to different
+//! files.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -23,17 +28,22 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
+use dashmap::DashMap;
+use md5::{Digest, Md5};
+
 use crate::data_cache::{CacheError, Data, DataCache, DiskCache, Key, MemoryCache, Sink};
+use crate::host::HostPlan;
+use crate::io::ReadAt;
 use crate::layout::Uncached;
 use crate::source::SourceId;
 
-use super::fat::{ArchivePlan, ZSTD_LEVEL};
+use super::fat::{ArchivePlan, FatBinary, ZSTD_LEVEL};
 use super::open::OpenFile;
 use super::{Error, Result, ViewConfig};
 
 /// Bumped whenever what the view writes for the same inputs changes, so
 /// entries of an older kpackfs are never served.
-const FORMAT: &[u8] = b"kpackfs-cache-1";
+const FORMAT: &[u8] = b"kpackfs-cache-2";
 
 fn id_bytes(id: &SourceId) -> Vec<u8> {
     let mut b = Vec::with_capacity(56);
@@ -41,6 +51,60 @@ fn id_bytes(id: &SourceId) -> Vec<u8> {
         b.extend_from_slice(&v.to_le_bytes());
     }
     b
+}
+
+/// The digest behind [`Caches::content_id`].
+/// `None` if it would digest a range longer than `max_range`.
+fn content_digest(f: &File, plan: &HostPlan, size: u64, scope: Scope, max_range: u64) -> Result<Option<[u8; 16]>> {
+    let mut h = Md5::new();
+    let mut all_compressed = true;
+    let mut head = [0u8; BUNDLE_HEAD];
+    for w in &plan.wrappers {
+        let Some(rel) = w.fatbin_offset else { continue };
+        let at = plan.fat_offset.saturating_add(rel);
+        let n = read_some(f, at, &mut head)?;
+        all_compressed &= head[..n].starts_with(crate::bundle::CCOB_MAGIC);
+        h.update(w.index.to_le_bytes());
+        h.update(at.to_le_bytes());
+        h.update((n as u64).to_le_bytes());
+        h.update(&head[..n]);
+    }
+    let range = match scope {
+        Scope::Whole => Some((0, size)),
+        Scope::Objects if !all_compressed => Some((plan.fat_offset, plan.fat_size)),
+        Scope::Objects => None,
+    };
+    if let Some((start, len)) = range {
+        if len > max_range {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; 1 << 20];
+        let end = start.saturating_add(len).min(size);
+        let mut off = start;
+        while off < end {
+            let want = buf.len().min((end - off) as usize);
+            let n = read_some(f, off, &mut buf[..want])?;
+            if n == 0 {
+                break; // shorter than its identity says: a changed source, caught at open
+            }
+            h.update(crc32fast::hash(&buf[..n]).to_le_bytes());
+            off += n as u64;
+        }
+        h.update(off.to_le_bytes());
+    }
+    Ok(Some(h.finalize().into()))
+}
+
+/// Reads up to `buf.len()` bytes at `off`, fewer only at the end of `f`.
+fn read_some(f: &File, off: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(off + n as u64, &mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
 }
 
 /// Which synthesized files get local copies in the disk cache.
@@ -61,11 +125,31 @@ pub(super) struct Caches {
     pub disk: Option<Arc<DiskCache>>,
     policy: CopyPolicy,
     copies: Option<Copies>,
+    /// Content identities computed in this process, by source version and
+    /// scope ([`Caches::content_id`]).
+    contents: DashMap<(SourceId, Scope), [u8; 16]>,
 }
+
+/// Which bytes of a binary a cached value depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Its code objects (archives, and copies of archives).
+    Objects,
+    /// All of it (copies of the transformed binary: host code included).
+    Whole,
+}
+
+/// Content identities kept per process before the table is cleared (each
+/// is a few dozen bytes; the table only saves recomputing them).
+const MAX_CONTENTS: usize = 1 << 14;
+/// Bytes read from each bundle's start for its identity: a compressed
+/// bundle's (CCOB) header, at most 32 bytes in every version, holds the
+/// hash of its whole decoded content.
+const BUNDLE_HEAD: usize = 32;
 
 impl Caches {
     pub fn new(cache_bytes: u64) -> Caches {
-        Caches { memory: Arc::new(MemoryCache::new(cache_bytes)), disk: None, policy: CopyPolicy::Never, copies: None }
+        Caches { memory: Arc::new(MemoryCache::new(cache_bytes)), disk: None, policy: CopyPolicy::Never, copies: None, contents: DashMap::new() }
     }
 
     pub fn with_disk(&mut self, disk: Arc<DiskCache>, policy: CopyPolicy) -> std::io::Result<()> {
@@ -85,8 +169,9 @@ impl Caches {
     }
 
     /// Key of the served file `rel` (what is served at that path of the
-    /// view) made from source version `id`.
-    pub fn key(root: &Path, rel: &Path, id: &SourceId, cfg: &ViewConfig, what: &str) -> Key {
+    /// view) made from source version `id`, whose content identity is
+    /// `content` ([`Self::content_id`]).
+    pub fn key(root: &Path, rel: &Path, id: &SourceId, content: &[u8; 16], cfg: &ViewConfig, what: &str) -> Key {
         let sel = cfg.selection.to_string();
         let how = format!("{:?}/{:?}", cfg.naming, cfg.compression);
         Key::of(&[
@@ -95,9 +180,51 @@ impl Caches {
             root.as_os_str().as_encoded_bytes(),
             rel.as_os_str().as_encoded_bytes(),
             &id_bytes(id),
+            content,
             sel.as_bytes(),
             how.as_bytes(),
         ])
+    }
+
+    /// The content identity of binary `fb` for values that depend on
+    /// `scope` of it, computed once per process and source version from
+    /// `src` (a handle on that version) before any cached value of it is
+    /// used: a digest of the bytes the values are made from, cheap where
+    /// the format allows.
+    ///
+    /// For [`Scope::Objects`]: the position of every wrapper's bundle and
+    /// its first [`BUNDLE_HEAD`] bytes. When every bundle is compressed
+    /// (CCOB), that header carries the hash of the bundle's decoded content
+    /// (checked when it is decoded), so this identifies the code objects
+    /// for a few small reads (about a millisecond for librocsparse's 111
+    /// bundles, warm). Uncompressed bundles carry no such hash: then the
+    /// whole fat section is digested. For [`Scope::Whole`], the whole file.
+    /// Large ranges are digested as one CRC-32 per MiB (fast; enough to tell
+    /// versions apart, which is all a key needs: whoever controls the
+    /// source controls what is served anyway).
+    pub fn content_id(&self, fb: &FatBinary, scope: Scope, src: &dyn Fn() -> Result<File>) -> Result<[u8; 16]> {
+        let c = self.content_id_within(fb, scope, src, u64::MAX)?;
+        c.ok_or_else(|| Error::Cache("content identity not computed".into()))
+    }
+
+    /// [`Self::content_id`] if it costs no more than reading the bundle
+    /// headers (every bundle compressed), else `None`: what a `stat` may
+    /// spend to look for a cached archive.
+    pub fn cheap_content_id(&self, fb: &FatBinary, src: &dyn Fn() -> Result<File>) -> Result<Option<[u8; 16]>> {
+        self.content_id_within(fb, Scope::Objects, src, 0)
+    }
+
+    fn content_id_within(&self, fb: &FatBinary, scope: Scope, src: &dyn Fn() -> Result<File>, max_range: u64) -> Result<Option<[u8; 16]>> {
+        if let Some(c) = self.contents.get(&(fb.id, scope)) {
+            return Ok(Some(*c));
+        }
+        let f = src()?;
+        let Some(c) = content_digest(&f, &fb.plan, fb.id.size, scope, max_range)? else { return Ok(None) };
+        if self.contents.len() > MAX_CONTENTS {
+            self.contents.clear();
+        }
+        self.contents.insert((fb.id, scope), c);
+        Ok(Some(c))
     }
 
     /// The length of a compressed archive: known from its plan, else from
@@ -126,27 +253,48 @@ impl Caches {
         self.disk.as_ref()?.len_of(key)
     }
 
-    /// The bytes of a compressed archive, from the cache or computed.
+    /// The bytes of a compressed archive, from the cache or computed. When
+    /// the disk cache cannot take it (a full disk, a lock held by a stopped
+    /// process: it has said why), it is computed into the memory cache
+    /// instead: the reader gets its bytes either way.
     pub fn compressed(&self, key: &Key, ap: &ArchivePlan, src: &dyn Fn() -> Result<File>) -> Result<Data> {
-        let d = self
-            .store()
-            .get_or_insert(key, &mut |sink: &mut dyn Sink| {
-                let file = src().map_err(|e| CacheError::Compute(e.to_string()))?;
-                log::debug!("{}: compressing {} code objects", ap.name, ap.spec.blobs.len());
-                ap.spec.write_zstd(&file, &Uncached, ZSTD_LEVEL, sink).map_err(|e| CacheError::Compute(e.to_string()))?;
-                Ok(())
-            })
-            .map_err(|e| Error::Cache(e.to_string()))?;
-        Ok(d)
+        let mut fill = |sink: &mut dyn Sink| {
+            let file = src().map_err(|e| CacheError::Compute(e.to_string()))?;
+            log::debug!("{}: compressing {} code objects", ap.name, ap.spec.blobs.len());
+            ap.spec.write_zstd(&file, &Uncached, ZSTD_LEVEL, sink).map_err(|e| CacheError::Compute(e.to_string()))?;
+            Ok(())
+        };
+        if self.disk.is_some() {
+            // Computed into memory by an earlier fallback.
+            if let Some(d) = self.memory.get(key) {
+                return Ok(d);
+            }
+        }
+        let d = match self.store().get_or_insert(key, &mut fill) {
+            Err(CacheError::Unavailable(why) | CacheError::Io(why)) if self.disk.is_some() => {
+                log::debug!("{}: computed in memory: {why}", ap.name);
+                self.memory.get_or_insert(key, &mut fill)
+            }
+            r => r,
+        };
+        d.map_err(|e| Error::Cache(e.to_string()))
     }
 
     /// For a freshly opened synthesized file: attaches its complete local
     /// copy if the disk cache has one, or has one written in the background.
-    pub fn attach_copy(&self, of: &mut OpenFile, key: Key, decodes: bool, reopen: &dyn Fn() -> Option<File>) {
+    /// `key` is asked only when a copy is wanted (it may digest the source).
+    pub fn attach_copy(&self, of: &mut OpenFile, key: &dyn Fn() -> Result<Key>, decodes: bool, reopen: &dyn Fn() -> Option<File>) {
         let (Some(disk), Some(copies)) = (&self.disk, &self.copies) else { return };
         if !(self.policy == CopyPolicy::All || decodes) {
             return;
         }
+        let key = match key() {
+            Ok(k) => k,
+            Err(e) => {
+                log::debug!("{}: no local copy: {e}", of.path.display());
+                return;
+            }
+        };
         match disk.get(&key) {
             Some(d) if d.len() == of.len() => of.set_materialized(d),
             Some(_) => log::warn!("{}: cached copy has the wrong length; not used", of.path.display()),
@@ -182,6 +330,8 @@ impl Copies {
                 let r = disk.get_or_insert(&key, &mut |sink: &mut dyn Sink| of.write_to_sink(sink).map(|_| ()).map_err(|e| CacheError::Compute(e.to_string())));
                 match r {
                     Ok(_) => log::debug!("{}: local copy ready", path.display()),
+                    // The disk cache has said why (once).
+                    Err(CacheError::Unavailable(e)) => log::debug!("{}: no local copy: {e}", path.display()),
                     Err(e) => log::warn!("{}: local copy failed: {e}", path.display()),
                 }
                 wbusy.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
@@ -202,5 +352,68 @@ impl Copies {
         if self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send((key, of)).is_err() {
             self.release(&key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::CcobMethod;
+    use crate::source::Time;
+
+    const ASSETS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../test_assets/bin");
+
+    /// The digest of `path` as the view takes it, for `scope`; `cheap`:
+    /// only if it costs no more than the bundle headers.
+    fn digest(path: &Path, scope: Scope, cheap: bool) -> Option<[u8; 16]> {
+        let f = File::open(path).unwrap();
+        let size = f.metadata().unwrap().len();
+        let id = SourceId { dev: 0, ino: 0, size, mtime: Time::default(), ctime: Time::default() };
+        let fb = FatBinary::analyze(&f, id, "libx.so").unwrap();
+        content_digest(&f, &fb.plan, size, scope, if cheap { 0 } else { u64::MAX }).unwrap()
+    }
+
+    /// One byte of `path` flipped at `at` (same length: the same file
+    /// identity on a read-only image), into `out`.
+    fn flipped(path: &Path, at: u64, out: &Path) {
+        let mut b = std::fs::read(path).unwrap();
+        b[at as usize] ^= 0x01;
+        std::fs::write(out, b).unwrap();
+    }
+
+    fn fat_range(path: &Path) -> (u64, u64) {
+        let f = File::open(path).unwrap();
+        let id = SourceId { dev: 0, ino: 0, size: f.metadata().unwrap().len(), mtime: Time::default(), ctime: Time::default() };
+        let fb = FatBinary::analyze(&f, id, "libx.so").unwrap();
+        (fb.plan.fat_offset, fb.plan.fat_size)
+    }
+
+    #[test]
+    fn content_identity_tells_same_sized_versions_apart() {
+        let t = tempfile::tempdir().unwrap();
+        // Uncompressed bundles: a byte of a code object (past every bundle
+        // header) changes the identity; the cheap form is refused.
+        let plain = Path::new(ASSETS).join("libtwo.so");
+        let (off, len) = fat_range(&plain);
+        let other = t.path().join("plain");
+        flipped(&plain, off + len - 64, &other);
+        assert_eq!(digest(&plain, Scope::Objects, true), None);
+        assert_ne!(digest(&plain, Scope::Objects, false), digest(&other, Scope::Objects, false));
+        assert_eq!(digest(&plain, Scope::Objects, false), digest(&plain, Scope::Objects, false));
+        // Host code changes only the whole-file identity.
+        let host = t.path().join("host");
+        flipped(&plain, off - 1, &host);
+        assert_eq!(digest(&plain, Scope::Objects, false), digest(&host, Scope::Objects, false));
+        assert_ne!(digest(&plain, Scope::Whole, false), digest(&host, Scope::Whole, false));
+        // Compressed bundles: the headers' content hashes suffice, cheaply;
+        // the same library with one code-object byte changed differs.
+        let a = t.path().join("a");
+        let b = t.path().join("b");
+        crate::recompress::recompress(&plain, &a, 3, CcobMethod::Zstd, 3).unwrap();
+        crate::recompress::recompress(&other, &b, 3, CcobMethod::Zstd, 3).unwrap();
+        let da = digest(&a, Scope::Objects, true);
+        assert!(da.is_some());
+        assert_eq!(da, digest(&a, Scope::Objects, false));
+        assert_ne!(da, digest(&b, Scope::Objects, true));
     }
 }

@@ -38,7 +38,7 @@ use crate::layout::Layout;
 use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree};
 use crate::target::TargetId;
 
-use cached::Caches;
+use cached::{Caches, Scope};
 use inodes::Inodes;
 use open::{Content, Shared, Slots};
 use plan::Analysis;
@@ -61,10 +61,10 @@ enum Node {
     Pass(SourceStat),
     Transformed(SourceStat, Arc<FatBinary>),
     Archive(SourceStat, Arc<FatBinary>, Arc<ArchivePlan>),
-    /// A compressed archive found in the disk cache (no plan needed).
-    /// A compressed archive known from the disk cache alone: the binary's
-    /// stat, its file name (the archive group), the archive's length.
-    CachedArchive(SourceStat, String, u64),
+    /// A compressed archive known from the disk cache alone (its archives
+    /// not planned): the binary's stat, its file name (the archive group),
+    /// its content identity (`Caches::content_id`), the archive's length.
+    CachedArchive(SourceStat, String, [u8; 16], u64),
 }
 
 /// A cached directory listing.
@@ -79,7 +79,7 @@ struct Listing {
 fn node_id(n: &Node) -> Option<SourceId> {
     match n {
         Node::Dir(_) | Node::KpackDir { .. } => None,
-        Node::Symlink(st) | Node::Pass(st) | Node::Transformed(st, _) | Node::Archive(st, _, _) | Node::CachedArchive(st, _, _) => Some(st.id()),
+        Node::Symlink(st) | Node::Pass(st) | Node::Transformed(st, _) | Node::Archive(st, _, _) | Node::CachedArchive(st, _, _, _) => Some(st.id()),
     }
 }
 
@@ -347,7 +347,7 @@ impl View {
                 a.nlink = 1;
                 a
             }
-            Node::CachedArchive(st, _, len) => {
+            Node::CachedArchive(st, _, _, len) => {
                 let mut a = from(st, NodeType::File, Origin::Archive, *len);
                 a.nlink = 1;
                 a
@@ -532,8 +532,8 @@ impl View {
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
         let attr = self.attr(ino, &node);
         let mut cached = None;
-        if let Node::CachedArchive(st, _, len) = &node {
-            let key = Caches::key(self.tree.root(), rel, &st.id(), &self.cfg, "archive");
+        if let Node::CachedArchive(st, _, content, len) = &node {
+            let key = Caches::key(self.tree.root(), rel, &st.id(), content, &self.cfg, "archive");
             match self.caches.cached_archive(&key) {
                 Some(d) if d.len() == *len => cached = Some(d),
                 _ => {
@@ -545,16 +545,23 @@ impl View {
                 }
             }
         }
+        // The binary's plan, for the content identity in cache keys.
+        let mut plan_of = None;
         let (bin_rel, content, want): (PathBuf, Content, SourceId) = match node {
             Node::Dir(_) | Node::KpackDir { .. } => return Err(Error::IsDir),
             Node::Symlink(_) => return Err(Error::NotFound),
             Node::Pass(st) => (rel.to_path_buf(), Content::Pass(Layout::passthrough(st.size)), st.id()),
-            Node::Transformed(st, fb) => (rel.to_path_buf(), Content::Binary(fb), st.id()),
+            Node::Transformed(st, fb) => {
+                plan_of = Some(fb.clone());
+                (rel.to_path_buf(), Content::Binary(fb), st.id())
+            }
             Node::Archive(st, fb, ap) => {
                 let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
-                (dir.join(&fb.group), Content::Archive(ap), st.id())
+                let bin = dir.join(&fb.group);
+                plan_of = Some(fb);
+                (bin, Content::Archive(ap), st.id())
             }
-            Node::CachedArchive(st, group, _) => {
+            Node::CachedArchive(st, group, _, _) => {
                 let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
                 let d = cached.ok_or_else(|| Error::Changed(rel.display().to_string()))?;
                 (dir.join(group), Content::Compressed(d), st.id())
@@ -568,7 +575,9 @@ impl View {
         let shared = Shared { slots: self.slots.clone(), blobs: self.caches.memory.clone(), stats: self.stats.clone() };
         let content = match content {
             Content::Archive(ap) if ap.compressed => {
-                let key = Caches::key(self.tree.root(), rel, &fst.id(), &self.cfg, "archive");
+                let fb = plan_of.as_ref().ok_or_else(|| Error::Changed(rel.display().to_string()))?;
+                let c = self.caches.content_id(fb, Scope::Objects, &|| self.source_of(&bin_rel, &fst))?;
+                let key = Caches::key(self.tree.root(), rel, &fst.id(), &c, &self.cfg, "archive");
                 let data = self.caches.compressed(&key, &ap, &|| self.source_of(&bin_rel, &fst))?;
                 if data.len() != attr.size {
                     log::warn!("{}: compressed archive has {} bytes, {} were announced", rel.display(), data.len(), attr.size);
@@ -580,14 +589,17 @@ impl View {
         };
         let mut of = OpenFile::new(shared, content, file, &fst, attr, rel.to_path_buf());
         let decodes = match of.content() {
-            Content::Binary(_) => Some(false),
-            Content::Archive(ap) => Some(ap.decodes()),
+            Content::Binary(_) => Some((false, Scope::Whole)),
+            Content::Archive(ap) => Some((ap.decodes(), Scope::Objects)),
             Content::Pass(_) | Content::Compressed(_) => None,
         };
-        if let Some(decodes) = decodes {
-            let key = Caches::key(self.tree.root(), rel, &fst.id(), &self.cfg, "copy");
+        if let (Some((decodes, scope)), Some(fb)) = (decodes, &plan_of) {
+            let key = || {
+                let c = self.caches.content_id(fb, scope, &|| self.source_of(&bin_rel, &fst))?;
+                Ok(Caches::key(self.tree.root(), rel, &fst.id(), &c, &self.cfg, "copy"))
+            };
             // The copy is written from a second handle, in the background.
-            self.caches.attach_copy(&mut of, key, decodes, &|| self.source_of(&bin_rel, &fst).ok());
+            self.caches.attach_copy(&mut of, &key, decodes, &|| self.source_of(&bin_rel, &fst).ok());
         }
         Ok(of)
     }

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use crate::host::{self, NotTransformed};
 use crate::source::{SourceKind, SourceStat};
 
-use super::cached::Caches;
+use super::cached::{Caches, Scope};
 use super::fat::{self, ArchiveCompression, FatBinary};
 use super::{rel_str, Error, Node, Result, View, KPACK_DIR};
 
@@ -188,23 +188,32 @@ impl View {
                 Ok(st) if st.kind == SourceKind::File => st,
                 _ => return Ok(None),
             };
-            // An entry exists only for a name this configuration produced
-            // from this very version of the binary (the key holds the
-            // source identity, the path and the configuration), so the
-            // binary need not be planned to answer for it.
-            if from_cache && self.cfg.compression != ArchiveCompression::None && !self.hidden(&bin) {
-                let key = Caches::key(self.tree.root(), &bin_dir.join(KPACK_DIR).join(name), &st.id(), &self.cfg, "archive");
-                if let Some(len) = self.caches.cached_archive_len(&key) {
-                    return Ok(Some(Node::CachedArchive(st, group.to_string(), len)));
-                }
-            }
             let (fst, fb) = match self.file_node(&bin, st) {
                 Ok(Node::Transformed(fst, fb)) => (fst, fb),
                 Ok(_) | Err(Error::NotFound) => return Ok(None),
                 Err(Error::Changed(_)) => continue,
                 Err(e) => return Err(e),
             };
-            let key = Caches::key(self.tree.root(), &bin_dir.join(KPACK_DIR).join(name), &fst.id(), &self.cfg, "archive");
+            let arel = bin_dir.join(KPACK_DIR).join(name);
+            // An entry exists only for a name this configuration produced
+            // from this very version of the binary (the key holds the
+            // source identity and content identity, the path and the
+            // configuration), so the binary's archives need not be planned
+            // to answer for it — only its headers (the plan above) and its
+            // bundles' headers are read.
+            if from_cache && self.cfg.compression != ArchiveCompression::None && self.caches.disk.is_some() {
+                match self.caches.cheap_content_id(&fb, &|| self.source_of(&bin, &fst)) {
+                    Ok(Some(content)) => {
+                        let key = Caches::key(self.tree.root(), &arel, &fst.id(), &content, &self.cfg, "archive");
+                        if let Some(len) = self.caches.cached_archive_len(&key) {
+                            return Ok(Some(Node::CachedArchive(fst, group.to_string(), content, len)));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(Error::Changed(_)) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
             let ap = match self.archives(&bin, &fb) {
                 Ok(archives) => match archives.by_name.get(name) {
                     Some(ap) => ap.clone(),
@@ -216,7 +225,11 @@ impl View {
             if ap.compressed {
                 // Its size is the compressed form's: computed now (or found
                 // in the cache), once per plan.
-                match self.caches.compressed_len(&key, &ap, &|| self.source_of(&bin, &fst)) {
+                let len = self.caches.content_id(&fb, Scope::Objects, &|| self.source_of(&bin, &fst)).and_then(|content| {
+                    let key = Caches::key(self.tree.root(), &arel, &fst.id(), &content, &self.cfg, "archive");
+                    self.caches.compressed_len(&key, &ap, &|| self.source_of(&bin, &fst))
+                });
+                match len {
                     Ok(_) => {}
                     Err(Error::Changed(_)) => continue,
                     Err(e) => return Err(e),

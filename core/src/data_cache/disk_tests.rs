@@ -1,0 +1,255 @@
+//! Tests of the disk cache (`disk.rs`).
+
+use super::super::{OWN_SUBDIR, TAG_NAME};
+use super::*;
+
+fn fill_with(bytes: &'static [u8]) -> impl FnMut(&mut dyn super::super::Sink) -> Result<(), CacheError> {
+    move |s| {
+        s.write_all(bytes)?;
+        Ok(())
+    }
+}
+
+fn read_all(d: &Data) -> Vec<u8> {
+    let mut v = vec![0u8; d.len() as usize];
+    assert_eq!(d.read_at(0, &mut v).unwrap(), v.len());
+    v
+}
+
+#[test]
+fn stores_reuses_and_survives_reopen() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("c");
+    let c = DiskCache::open(&dir, 1 << 20).unwrap();
+    let k = Key::of(&[b"a"]);
+    assert!(c.get(&k).is_none());
+    let d = c.get_or_insert(&k, &mut fill_with(b"abcdef")).unwrap();
+    assert_eq!(read_all(&d), b"abcdef");
+    assert_eq!(c.len_of(&k), Some(6));
+    drop(c);
+    let c = DiskCache::open(&dir, 1 << 20).unwrap();
+    let d = c.get_or_insert(&k, &mut |_| panic!("recomputed")).unwrap();
+    assert_eq!(read_all(&d), b"abcdef");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+}
+
+#[test]
+fn damaged_entries_are_rebuilt_never_served() {
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    // Same length, one byte flipped: only the checksum can tell.
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let p = c.path(&k, "data");
+    let mut b = fs::read(&p).unwrap();
+    b[3] ^= 1;
+    fs::write(&p, &b).unwrap();
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert!(c.get(&k).is_none());
+    let d = c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    assert_eq!(read_all(&d), b"0123456789");
+    // Truncated.
+    fs::write(&p, b"0123").unwrap();
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert_eq!(c.len_of(&k), None);
+    assert!(c.get(&k).is_none());
+    assert_eq!(c.stats.damaged.load(Ordering::Relaxed), 1);
+    // Garbage meta.
+    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    fs::write(c.path(&k, "meta"), b"nonsense").unwrap();
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert!(c.get(&k).is_none());
+}
+
+#[test]
+fn failed_fill_leaves_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    let k = Key::of(&[b"k"]);
+    let r = c.get_or_insert(&k, &mut |s| {
+        s.write_all(b"partial")?;
+        Err(CacheError::Compute("source changed".into()))
+    });
+    assert!(matches!(r, Err(CacheError::Compute(_))));
+    let names: Vec<_> = fs::read_dir(c.dir()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(names.iter().all(|n| n.to_string_lossy().ends_with(".lock") || n == TAG_NAME), "{names:?}");
+}
+
+#[test]
+fn orphaned_temporaries_are_removed() {
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    let dir = DiskCache::open(t.path(), 1 << 20).unwrap().dir().to_path_buf();
+    let orphan = dir.join(format!("{TMP_PREFIX}999999.{}.data", k.hex()));
+    fs::write(&orphan, b"half").unwrap();
+    let _c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert!(!orphan.exists());
+}
+
+#[test]
+fn evicts_least_recently_used_within_the_limit() {
+    let t = tempfile::tempdir().unwrap();
+    let c = DiskCache::open(t.path(), 25).unwrap();
+    let keys: Vec<Key> = (0..4u8).map(|i| Key::of(&[&[i]])).collect();
+    for (i, k) in keys.iter().enumerate() {
+        c.get_or_insert(k, &mut fill_with(b"0123456789")).unwrap();
+        // Distinct last-use times, oldest first.
+        let t = SystemTime::now() - Duration::from_secs(100 - i as u64);
+        OpenOptions::new().write(true).open(c.path(k, "meta")).unwrap().set_modified(t).unwrap();
+    }
+    assert!(c.used() <= 25);
+    assert!(c.len_of(&keys[3]).is_some(), "newest kept");
+    assert!(c.len_of(&keys[0]).is_none(), "oldest evicted");
+    assert!(c.stats.evictions.load(Ordering::Relaxed) >= 2);
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinked_entries_and_foreign_dirs_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    let k = Key::of(&[b"k"]);
+    c.get_or_insert(&k, &mut fill_with(b"real")).unwrap();
+    let elsewhere = t.path().join("elsewhere");
+    fs::write(&elsewhere, b"evil").unwrap();
+    fs::remove_file(c.path(&k, "data")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, c.path(&k, "data")).unwrap();
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert!(c.get(&k).is_none());
+    assert!(fs::symlink_metadata(c.path(&k, "data")).is_err(), "symlink removed");
+    // A symlinked cache directory is refused.
+    let link = t.path().join("link");
+    std::os::unix::fs::symlink(t.path(), &link).unwrap();
+    assert!(matches!(DiskCache::open(&link, 1), Err(DiskCacheError::NotPrivate(..))));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_directory_kpackfs_did_not_create_is_left_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let shared = t.path().join("shared");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+    let hex = "0123456789abcdef0123456789abcdef";
+    let foreign = [format!("{TMP_PREFIX}1.{hex}.data"), format!("{hex}.data"), format!("{hex}.meta"), format!("{hex}.lock")];
+    for f in &foreign {
+        fs::write(shared.join(f), b"theirs").unwrap();
+    }
+    // A limit of 1 byte: every insert evicts.
+    let c = DiskCache::open(&shared, 1).unwrap();
+    assert_eq!(c.dir(), shared.join(OWN_SUBDIR));
+    for i in 0..3u8 {
+        c.get_or_insert(&Key::of(&[&[i]]), &mut fill_with(b"value")).unwrap();
+    }
+    drop(c);
+    let c = DiskCache::open(&shared, 1).unwrap();
+    assert_eq!(c.dir(), shared.join(OWN_SUBDIR), "the tagged subdirectory is found again");
+    assert_eq!(fs::metadata(&shared).unwrap().permissions().mode() & 0o7777, 0o1777);
+    for f in &foreign {
+        assert_eq!(fs::read(shared.join(f)).unwrap(), b"theirs", "{f}");
+    }
+    // A directory kpackfs created is used itself, and found again.
+    let mine = t.path().join("mine");
+    assert_eq!(DiskCache::open(&mine, 1).unwrap().dir(), mine);
+    assert_eq!(DiskCache::open(&mine, 1).unwrap().dir(), mine);
+    // An untagged `kpackfs` subdirectory is not taken over either.
+    let other = t.path().join("other");
+    fs::create_dir_all(other.join(OWN_SUBDIR)).unwrap();
+    assert!(matches!(DiskCache::open(&other, 1), Err(DiskCacheError::NotOurs(..))));
+}
+
+/// Runs `f` on another thread; a hang fails the test (bounded wait).
+fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("hung")
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_at_entry_paths_are_refused_without_blocking() {
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    let dir = DiskCache::open(t.path(), 1 << 20).unwrap().dir().to_path_buf();
+    for ext in ["data", "meta", "lock"] {
+        let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+        c.get_or_insert(&k, &mut fill_with(b"real")).unwrap();
+        let p = c.path(&k, ext);
+        fs::remove_file(&p).unwrap();
+        let cp = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(cp.as_ptr(), 0o600) }, 0);
+        let at = dir.clone();
+        let r = within(move || {
+            let c = DiskCache::open(&at, 1 << 20).unwrap();
+            c.get_or_insert(&k, &mut fill_with(b"real")).map(|d| read_all(&d))
+        });
+        if ext == "lock" {
+            // The entry itself is intact and found without its lock.
+            assert_eq!(r.unwrap(), b"real");
+            // A miss must take the lock: refused (and removed), so the
+            // value is computed without the cache.
+            fs::remove_file(c.path(&k, "meta")).unwrap();
+            let r = within(move || c.get_or_insert(&k, &mut fill_with(b"real")).map(|d| d.len()));
+            assert!(matches!(r, Err(CacheError::Unavailable(_))), "{r:?}");
+            assert!(fs::symlink_metadata(&p).is_err(), "the FIFO is removed");
+        } else {
+            assert_eq!(r.unwrap(), b"real", "{ext}");
+            assert!(fs::symlink_metadata(&p).unwrap().is_file(), "{ext}: the FIFO is replaced");
+        }
+    }
+}
+
+#[test]
+fn a_lock_held_too_long_is_given_up() {
+    let t = tempfile::tempdir().unwrap();
+    let mut c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.lock_wait = Duration::from_millis(50);
+    let k = Key::of(&[b"k"]);
+    // Another holder of the entry's lock (a separate open file
+    // description, as another process's), never letting go.
+    let held = c.lock_file(&k.hex()).unwrap();
+    held.lock().unwrap();
+    let c = Arc::new(c);
+    let c2 = c.clone();
+    let r = within(move || c2.get_or_insert(&k, &mut fill_with(b"value")).map(|d| d.len()));
+    assert!(matches!(r, Err(CacheError::Unavailable(_))), "{r:?}");
+    drop(held);
+    assert_eq!(read_all(&c.get_or_insert(&k, &mut fill_with(b"value")).unwrap()), b"value");
+}
+
+#[test]
+fn two_caches_on_one_directory_compute_once() {
+    let t = tempfile::tempdir().unwrap();
+    let a = Arc::new(DiskCache::open(t.path(), 1 << 20).unwrap());
+    let b = Arc::new(DiskCache::open(t.path(), 1 << 20).unwrap());
+    let calls = Arc::new(AtomicU64::new(0));
+    let k = Key::of(&[b"shared"]);
+    let hs: Vec<_> = [a, b]
+        .into_iter()
+        .map(|c| {
+            let calls = calls.clone();
+            std::thread::spawn(move || {
+                c.get_or_insert(&k, &mut |s| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(100));
+                    s.write_all(b"value")?;
+                    Ok(())
+                })
+                .unwrap()
+                .len()
+            })
+        })
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), 5);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
