@@ -165,6 +165,7 @@ fn claim(dir: &Path) -> Result<Option<PathBuf>, DiskCacheError> {
                 std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
                 b.create(parent).map_err(err)?;
             }
+            #[cfg_attr(not(unix), allow(unused_mut))]
             let mut b = fs::DirBuilder::new();
             #[cfg(unix)]
             std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);

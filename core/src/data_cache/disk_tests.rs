@@ -1,6 +1,8 @@
 //! Tests of the disk cache (`disk.rs`).
 
-use super::super::{OWN_SUBDIR, TAG_NAME};
+#[cfg(unix)]
+use super::super::OWN_SUBDIR;
+use super::super::TAG_NAME;
 use super::*;
 
 fn fill_with(bytes: &'static [u8]) -> impl FnMut(&mut dyn super::super::Sink) -> Result<(), CacheError> {
