@@ -24,7 +24,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
 use crate::data_cache::{CacheError, Data, DataCache, DiskCache, Key, MemoryCache, Sink};
-use crate::layout::Uncached;
+use crate::layout::CheckedOnce;
 use crate::source::SourceId;
 
 use super::fat::{ArchivePlan, ZSTD_LEVEL};
@@ -133,7 +133,7 @@ impl Caches {
             .get_or_insert(key, &mut |sink: &mut dyn Sink| {
                 let file = src().map_err(|e| CacheError::Compute(e.to_string()))?;
                 log::debug!("{}: compressing {} code objects", ap.name, ap.spec.blobs.len());
-                ap.spec.write_zstd(&file, &Uncached, ZSTD_LEVEL, sink).map_err(|e| CacheError::Compute(e.to_string()))?;
+                ap.spec.write_zstd(&file, &CheckedOnce::default(), ZSTD_LEVEL, sink).map_err(|e| CacheError::Compute(e.to_string()))?;
                 Ok(())
             })
             .map_err(|e| Error::Cache(e.to_string()))?;
