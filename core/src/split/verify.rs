@@ -283,6 +283,8 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
                 }
                 _ => {}
             }
+            // Damaged fat wrappers, reported once for both loaders.
+            let mut unreadable: BTreeSet<usize> = BTreeSet::new();
             for run in &runs {
                 let ws = match run {
                     Ok(ws) => ws,
@@ -301,8 +303,19 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
                     if w.kind != WrapperKind::Kpacked {
                         continue;
                     }
+                    let fat_w = match &fat {
+                        Some(Ok(f)) => f.get(i),
+                        _ => None,
+                    };
+                    if let Some(Outcome { result: Err(e), damaged: true, .. }) = fat_w {
+                        // Nothing to compare with: never call that exact.
+                        if unreadable.insert(i) {
+                            r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: the fat original cannot be read: {e}", w.index));
+                        }
+                        continue;
+                    }
                     let want = match &fat {
-                        Some(Ok(f)) => Some(f.get(i).and_then(|fw| fw.result.as_ref().ok())),
+                        Some(Ok(_)) => Some(fat_w.and_then(|fw| fw.result.as_ref().ok())),
                         _ => None,
                     };
                     match (&w.result, want) {
@@ -336,6 +349,9 @@ struct Outcome {
     index: u32,
     kind: WrapperKind,
     result: Result<[u8; 32], String>,
+    /// The code object exists but could not be decoded (a damaged
+    /// compressed bundle, a damaged zstd frame).
+    damaged: bool,
 }
 
 /// Resolves `bin` keeping digests only: one code object in memory at a
@@ -344,8 +360,9 @@ fn outcomes(bin: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -> Resu
     use sha2::Digest;
     let mut v = Vec::new();
     resolve::resolve_each(bin, isa, gen, env, &mut |w| {
+        let damaged = matches!(w.result, Err(resolve::LoadError::Decompression(_)));
         let result = w.result.map(|r| sha2::Sha256::digest(&r.bytes).into()).map_err(|e| e.to_string());
-        v.push(Outcome { index: w.index, kind: w.kind, result });
+        v.push(Outcome { index: w.index, kind: w.kind, result, damaged });
     })?;
     Ok(v)
 }
