@@ -179,9 +179,18 @@ impl Copies {
         std::thread::Builder::new().name("kpackfs-copies".into()).spawn(move || {
             for (key, of) in rx {
                 let path: PathBuf = of.path.clone();
-                let r = disk.get_or_insert(&key, &mut |sink: &mut dyn Sink| of.write_to_sink(sink).map(|_| ()).map_err(|e| CacheError::Compute(e.to_string())));
+                // A failure the view has already warned about (a damaged
+                // bundle) is not warned about again.
+                let mut reported = false;
+                let r = disk.get_or_insert(&key, &mut |sink: &mut dyn Sink| {
+                    of.write_to_sink(sink).map(|_| ()).map_err(|e| {
+                        reported = e.already_reported();
+                        CacheError::Compute(e.to_string())
+                    })
+                });
                 match r {
                     Ok(_) => log::debug!("{}: local copy ready", path.display()),
+                    Err(e) if reported => log::debug!("{}: local copy failed: {e}", path.display()),
                     Err(e) => log::warn!("{}: local copy failed: {e}", path.display()),
                 }
                 wbusy.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);

@@ -150,14 +150,13 @@ impl BlobStore for Blobs<'_> {
                     }
                     Ok(Arc::new(v))
                 }
-                Err(e @ BundleError::HashMismatch { .. }) => {
-                    log::warn!("{}: {e} (reads of its code objects fail with EIO)", self.path.display());
+                Err(e) => {
                     if let BundleError::HashMismatch { computed, .. } = e {
+                        log::warn!("{}: {e} (reads of its code objects fail with EIO)", self.path.display());
                         self.remember(blob, computed);
                     }
                     Err(e.to_string())
                 }
-                Err(e) => Err(e.to_string()),
             }
         });
         // Every reader of a damaged CCOB gets the typed error, also those
