@@ -389,10 +389,25 @@ fn damaged_ccob_is_eio_in_a_mount_and_fails_every_tool() {
         assert_eq!(lines, 1, "{what}: {err}");
     };
     let out = tempdir();
-    let mut args: Vec<std::ffi::OsString> = vec!["bake".into(), only.path().into(), out.path().join("b").into(), "--arch".into(), "gfx90a".into(), "-q".into()];
-    args.extend(with_cache_dir(&[]));
-    damaged("bake", &Command::new(kpackfs()).args(&args).output().unwrap());
-    damaged("split", &run(&["split".as_ref(), only.path().as_os_str(), out.path().join("s").as_os_str(), "--component".as_ref(), "t".as_ref(), "-q".as_ref()]));
+    // Also a small bundle (decoded whole, and checked, at planning): the
+    // tools must not write a tree lacking its code objects either.
+    let small = tempdir();
+    fs::create_dir_all(small.path().join("lib")).unwrap();
+    let small_lib = small.path().join("lib/small.so");
+    kpackfs_core::recompress::recompress(&assets().join("bin/libtwo.so"), &small_lib, 3, kpackfs_core::bundle::CcobMethod::Zstd, 3).unwrap();
+    let mut b = fs::read(&small_lib).unwrap();
+    let at = kpackfs_core::elf::ElfFile::parse(&b).unwrap().fatbin().unwrap().offset;
+    let i = silent_ccob_flip(&b, at);
+    b[i] ^= 1;
+    fs::write(&small_lib, b).unwrap();
+    for (k, tree) in [only.path(), small.path()].iter().enumerate() {
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["bake".into(), tree.into(), out.path().join(format!("b{k}")).into(), "--arch".into(), "gfx90a".into(), "-q".into()];
+        args.extend(with_cache_dir(&[]));
+        damaged("bake", &Command::new(kpackfs()).args(&args).output().unwrap());
+        let dest = out.path().join(format!("s{k}"));
+        damaged("split", &run(&["split".as_ref(), tree.as_os_str(), dest.as_os_str(), "--component".as_ref(), "t".as_ref(), "-q".as_ref()]));
+    }
     let r = run(&["resolve".as_ref(), bad.as_os_str(), "--arch".as_ref(), "gfx90a".as_ref()]);
     assert_eq!(r.status.code(), Some(1), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(String::from_utf8_lossy(&r.stdout).lines().filter(|l| l.contains("is damaged")).count(), 1, "{}", String::from_utf8_lossy(&r.stdout));
