@@ -293,8 +293,8 @@ fn compressed_bundles_split_exactly() {
 /// Every frame of the `zstd-per-kernel` archives `split` writes carries a
 /// content checksum (the flag checked by hand against the frame format,
 /// RFC 8878 3.1.1.1.1), and the readers check it: with the last byte of
-/// one frame changed (its checksum), the test runtime (libzstd) refuses
-/// that wrapper's code object instead of loading other bytes — every
+/// one frame changed (its checksum), the test runtime (libzstd), as either
+/// loader generation, refuses that wrapper's code object instead of loading other bytes — every
 /// other one still loads exactly clang-offload-bundler's — and `verify`
 /// fails naming the archive.
 #[test]
@@ -332,32 +332,34 @@ fn zstd_frames_carry_checksums_the_runtime_checks() {
     let root = work.path().join("root");
     install(&[out.path().join("blas_generic"), out.path().join("blas_gfx1030")], &root);
     let stub = Stub::get();
-    let (mut refused, mut exact) = (0, 0);
-    for (i, lib) in LIBS.iter().enumerate() {
-        let rec_dir = work.path().join(format!("rec{i}"));
-        fs::create_dir_all(&rec_dir).unwrap();
-        let o = Command::new(stub.driver())
-            .arg(root.join("lib").join(lib))
-            .env("LD_LIBRARY_PATH", &stub.dir)
-            .env("KPACK_STUB_ARCH", "gfx1030")
-            .env("KPACK_STUB_LOADER", "newest")
-            .env("KPACK_STUB_OUT", &rec_dir)
-            .output()
-            .unwrap();
-        assert!(o.status.code().is_some(), "{lib}: the runtime crashed: {}", text(&o));
-        let bundles = wrapper_bundles(lib);
-        for r in stub_records(&rec_dir) {
-            if r.status == "OK" {
-                let want = expected_object(lib, bundles[r.co_index as usize], "gfx1030");
-                assert!(r.bytes.as_deref() == Some(&want[..]), "{lib} wrapper {}: not clang-offload-bundler's object", r.co_index);
-                exact += 1;
-            } else {
-                refused += 1;
+    for loader in ["feb2026", "newest"] {
+        let (mut refused, mut exact) = (0, 0);
+        for (i, lib) in LIBS.iter().enumerate() {
+            let rec_dir = work.path().join(format!("rec-{loader}-{i}"));
+            fs::create_dir_all(&rec_dir).unwrap();
+            let o = Command::new(stub.driver())
+                .arg(root.join("lib").join(lib))
+                .env("LD_LIBRARY_PATH", &stub.dir)
+                .env("KPACK_STUB_ARCH", "gfx1030")
+                .env("KPACK_STUB_LOADER", loader)
+                .env("KPACK_STUB_OUT", &rec_dir)
+                .output()
+                .unwrap();
+            assert!(o.status.code().is_some(), "{lib}: the runtime crashed: {}", text(&o));
+            let bundles = wrapper_bundles(lib);
+            for r in stub_records(&rec_dir) {
+                if r.status == "OK" {
+                    let want = expected_object(lib, bundles[r.co_index as usize], "gfx1030");
+                    assert!(r.bytes.as_deref() == Some(&want[..]), "{lib} wrapper {}: not clang-offload-bundler's object", r.co_index);
+                    exact += 1;
+                } else {
+                    refused += 1;
+                }
             }
         }
+        assert_eq!(refused, 1, "{loader}: the damaged frame's object must be refused, once");
+        assert!(exact >= 4, "{loader}: {exact} objects loaded exactly");
     }
-    assert_eq!(refused, 1, "the damaged frame's object must be refused, once");
-    assert!(exact >= 4, "{exact} objects loaded exactly");
 }
 
 /// `verify` without the pack manifest cannot know what the archives should
