@@ -5,7 +5,9 @@
 //! sections, archives with TOC offsets past EOF). Each variant is either
 //! passed through unchanged (with at most one warning) or transformed
 //! correctly — its wrappers resolve to exactly what the fat runtime would
-//! load from the variant itself — and reads never hang, the daemon keeps
+//! load from the variant itself; a variant damaged only inside its
+//! compressed bundles serves exactly clang-offload-bundler's objects
+//! (committed goldens) or EIO — and reads never hang, the daemon keeps
 //! serving every other file, and its memory stays bounded.
 
 use std::collections::BTreeMap;
