@@ -28,6 +28,10 @@ pub enum BakeError {
     View { path: PathBuf, err: view::Error },
     #[error("{path}: {err}")]
     Io { path: PathBuf, err: io::Error },
+    /// A binary with a damaged compressed bundle: its code objects cannot
+    /// be written, and a tree without them is not a bake of the source.
+    #[error("{path}: damaged offload bundle: {what}")]
+    Damaged { path: PathBuf, what: String },
 }
 
 impl BakeError {
@@ -186,7 +190,13 @@ fn bake_into(view: &View, stage: &Path, dest: &Path, progress: &mut dyn FnMut(&P
                     set_perm(&out, a.perm).map_err(io_err(&named))?;
                     report.files += 1;
                     match a.origin {
-                        Origin::Transformed => report.transformed += 1,
+                        Origin::Transformed => {
+                            let damaged = view.damaged_bundles(&child_rel).map_err(view_err(&child_rel))?;
+                            if !damaged.is_empty() {
+                                return Err(BakeError::Damaged { path: child_rel, what: damaged.join("; ") });
+                            }
+                            report.transformed += 1
+                        }
                         Origin::Archive => report.archives += 1,
                         _ => {}
                     }

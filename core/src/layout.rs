@@ -54,12 +54,35 @@ pub trait BlobStore: Send + Sync {
     fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError>;
 }
 
-/// Decodes on every request (tests, one-shot tools).
+/// Decodes on every request, each time checking the whole CCOB against its
+/// header's hash (tests, one-shot tools).
 pub struct Uncached;
 
 impl BlobStore for Uncached {
     fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
         Ok(Arc::new(ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len)?))
+    }
+}
+
+/// Decodes on every request, checking each CCOB's hash on the first
+/// request for it and decoding later ones only up to their end (several
+/// objects of one bundle, windows of a large object). The verdicts are
+/// keyed by CCOB offset alone: use one `CheckedOnce` for one pass over one
+/// version of one source file (a compressed archive being written).
+#[derive(Default)]
+pub struct CheckedOnce {
+    checked: std::sync::Mutex<std::collections::HashSet<u64>>,
+}
+
+impl BlobStore for CheckedOnce {
+    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+        let done = self.checked.lock().unwrap_or_else(|p| p.into_inner()).contains(&blob.at);
+        if done {
+            return Ok(Arc::new(ccob::decode_range_prechecked(src, blob.at, blob.len, &blob.header, offset, len)?));
+        }
+        let v = ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len)?;
+        self.checked.lock().unwrap_or_else(|p| p.into_inner()).insert(blob.at);
+        Ok(Arc::new(v))
     }
 }
 

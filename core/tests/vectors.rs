@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assets, read, vectors};
+use common::{assets, read, vectors, without_checksum};
 use kpackfs_core::bundle::{self, ccob, Chunk, ObjectLocation};
 use kpackfs_core::kpack::{Archive, ArchiveSpec, BlobData, EntrySpec, Scheme};
 use kpackfs_core::layout::Uncached;
@@ -106,15 +106,77 @@ fn truncated_and_corrupt_ccobs_are_errors_not_panics() {
     let mut bomb = data.clone();
     bomb[16..24].copy_from_slice(&(3u64 << 30).to_le_bytes());
     assert!(bundle::scan_fatbin(&bomb, 0, bomb.len() as u64).is_err());
-    // A flipped payload byte fails to decode (or decodes to a wrong length).
+    // A flipped payload byte is an error: never other code objects.
     let mut flip = data.clone();
     flip[100] ^= 0xff;
-    let objs = bundle::fatbin_objects(&flip, 0, flip.len() as u64);
-    if let Ok(objs) = objs {
-        let all: Result<Vec<_>, _> = objs.iter().map(|o| bundle::read_object(&flip, &o.location)).collect();
-        if let Ok(all) = all {
-            assert_ne!(all.concat(), libk2_objects()[..2].iter().flat_map(|o| o.2.clone()).collect::<Vec<_>>());
+    assert!(extract_bytes(&flip).is_err(), "a damaged payload was decoded");
+}
+
+/// Every device code object of the blobs at `starts` of a fatbin dump, as
+/// (arch, chunk index, bytes), or the first error of listing or reading
+/// them. Blobs are taken at known offsets, as the loader and the view take
+/// them (from wrapper pointers), not found by scanning: a scan steps over
+/// a blob whose magic is damaged and renumbers the rest.
+fn extract_at(data: &[u8], starts: &[u64]) -> Result<Vec<(String, usize, Vec<u8>)>, bundle::BundleError> {
+    let data = data.to_vec();
+    let mut out = Vec::new();
+    for (i, at) in starts.iter().enumerate() {
+        let chunk = bundle::parse_chunk(&data, *at, data.len() as u64)?;
+        for o in bundle::chunk_objects(&data, &chunk, i)? {
+            out.push((o.arch.clone(), o.chunk_index, bundle::read_object(&data, &o.location)?));
         }
+    }
+    Ok(out)
+}
+
+fn extract_bytes(data: &[u8]) -> Result<Vec<(String, usize, Vec<u8>)>, bundle::BundleError> {
+    extract_at(data, &[0])
+}
+
+/// Never a wrong byte from a damaged CCOB: each byte of each CCOB vector
+/// (every version × method, one or two envelopes), replaced by two other
+/// values (all bits flipped; one bit flipped), gives an error or exactly
+/// the objects clang-offload-bundler extracted from the uncompressed
+/// original (committed goldens). zstd frames carry no checksum, so without
+/// the header's MD5 hash being checked hundreds of these decode silently to
+/// other code. Besides the committed vectors, the v1 and v3 zlib
+/// envelopes (and the rest of the grid) are wrapped here around the
+/// uncompressed bundle; the oracle is the goldens either way.
+#[test]
+fn every_byte_flip_of_a_ccob_is_an_error_or_the_exact_objects() {
+    let want = libk2_objects();
+    let bundle0 = read(vectors().join("generated-golden/fatbin/libk_fatbin_uncompressed.bin"));
+    let bundle0 = &bundle0[..12680];
+    type Objects = Vec<(String, usize, Vec<u8>)>;
+    let mut cases: Vec<(String, Vec<u8>, Vec<u64>, Objects)> = Vec::new();
+    for f in ["ccob_v1_zstd.bin", "ccob_v2_zlib.bin", "ccob_v2_zstd.bin", "ccob_v3_zstd.bin"] {
+        cases.push((f.into(), read(vectors().join("generated-golden/fatbin").join(f)), vec![0], want[..2].to_vec()));
+    }
+    // Two envelopes, the second at 0x1000 (README of the vectors).
+    cases.push(("multi_ccob_v3_padded.bin".into(), read(vectors().join("generated-golden/fatbin/multi_ccob_v3_padded.bin")), vec![0, 0x1000], want.clone()));
+    for version in [1u16, 2, 3] {
+        for method in [bundle::CcobMethod::Zstd, bundle::CcobMethod::Zlib] {
+            let ccob = ccob::encode(bundle0, version, method, 3).unwrap();
+            cases.push((format!("encoded v{version} {method:?}"), ccob, vec![0], want[..2].to_vec()));
+        }
+    }
+    for (name, data, starts, want) in &cases {
+        assert_eq!(&extract_at(data, starts).unwrap_or_else(|e| panic!("{name}: {e}")), want, "{name}: intact");
+        let (mut refused, mut same) = (0, 0);
+        for i in 0..data.len() {
+            for x in [0xffu8, 1 << (i % 8)] {
+                let mut d = data.clone();
+                d[i] ^= x;
+                match extract_at(&d, starts) {
+                    Err(_) => refused += 1,
+                    Ok(got) => {
+                        assert!(&got == want, "{name}: byte {i} ^ {x:#x} decodes to other code objects");
+                        same += 1;
+                    }
+                }
+            }
+        }
+        eprintln!("{name}: {refused} flips refused, {same} gave the exact objects");
     }
 }
 
@@ -215,9 +277,15 @@ fn upstream_archives_rewrite_byte_for_byte() {
     let spec = spec_from(&a, &data, true);
     let frames: Vec<Vec<u8>> = (0..3).map(|o| a.stored_blob(&data, o).unwrap()).collect();
     assert_eq!(spec.bytes_zstd_frames(&frames), data);
-    // Compressing afresh at the reference's level 3 gives the same frames.
+    // Compressing afresh at the reference's level 3 gives the same frames,
+    // plus the content checksum the reference leaves out; the rest of the
+    // archive is the reference's with the region's size adjusted.
     let fresh = spec.bytes_zstd(&data, &Uncached, 3).unwrap();
-    assert_eq!(fresh, data);
+    let fa = Archive::open(&fresh).unwrap();
+    for (o, up) in frames.iter().enumerate() {
+        assert_eq!(&without_checksum(&fa.stored_blob(&fresh, o as u64).unwrap()), up, "frame {o}");
+    }
+    assert_eq!(fresh.len(), data.len() + 4 * frames.len(), "only the checksums were added");
 }
 
 #[test]

@@ -301,7 +301,11 @@ impl Filesystem for KpackFs {
             match h.file.read_at(offset, &mut buf) {
                 Ok(n) => reply.data(&buf[..n]),
                 Err(e) => {
-                    log::warn!("read failed: {e}");
+                    if e.already_reported() {
+                        log::debug!("read failed: {e}");
+                    } else {
+                        log::warn!("read failed: {e}");
+                    }
                     reply.error(errno(&e))
                 }
             }

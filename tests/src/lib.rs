@@ -489,3 +489,56 @@ impl Drop for Tmpfs {
         let _ = fs::remove_dir(&self.0);
     }
 }
+
+/// libtwo.so (test_assets/bin) with each bundle replaced in place by a CCOB
+/// v3 zstd of itself plus a 96 KiB host entry of zeros, which compresses
+/// to almost nothing and carries no device code: decoded content over 64
+/// KiB, so the view plans from a decoded prefix (the entry table) and reads
+/// code objects through its hash-checked decodes, as for real libraries.
+/// Wrapper i still points at bundle i, so clang-offload-bundler's goldens
+/// of libtwo.so ([`expected_object`]) are the oracle. Returns the bytes
+/// and each CCOB's (offset, length, header length).
+pub fn padded_ccob_libtwo() -> (Vec<u8>, Vec<(u64, u64, u64)>) {
+    use kpackfs_core::bundle::{self, ccob, CcobMethod, Chunk};
+    let fat = fs::read(assets().join("bin/libtwo.so")).expect("libtwo.so");
+    let elf = kpackfs_core::elf::ElfFile::parse(&fat).expect("libtwo.so is ELF");
+    let sec = elf.fatbin().expect("fat section");
+    let mut out = fat.clone();
+    let mut ccobs = Vec::new();
+    for c in bundle::scan_fatbin(&fat, sec.offset, sec.offset + sec.size).expect("bundles") {
+        let Chunk::Plain { at, bundle: b } = c else { panic!("libtwo.so has plain bundles") };
+        let payloads: Vec<(String, Vec<u8>)> =
+            b.entries.iter().map(|e| (e.id.clone(), fat[(at + e.offset) as usize..(at + e.offset + e.size) as usize].to_vec())).collect();
+        let mut entries: Vec<(&str, &[u8])> = payloads.iter().map(|(id, p)| (id.as_str(), p.as_slice())).collect();
+        let pad = vec![0u8; 96 << 10];
+        entries.push(("host-x86_64-unknown-linux-gnu-padding", &pad));
+        let mut packed = ccob::encode(&bundle::write_bundle(&entries, 4096), 3, CcobMethod::Zstd, 3).expect("encode");
+        let len = packed.len() as u64;
+        assert!(len <= b.len, "the CCOB fits the bundle's place");
+        packed.resize(b.len as usize, 0);
+        out[at as usize..(at + b.len) as usize].copy_from_slice(&packed);
+        ccobs.push((at, len, 32));
+    }
+    (out, ccobs)
+}
+
+/// A byte of the CCOB at `at` in `data` whose change (xor 1) leaves the
+/// CCOB decodable — to other bytes, with the same entry table — found with
+/// the unchecked decoder: a damage only the header's hash reveals.
+pub fn silent_ccob_flip(data: &[u8], at: u64) -> usize {
+    use kpackfs_core::bundle::{self, ccob, Chunk};
+    let chunk = bundle::parse_chunk(&data.to_vec(), at, data.len() as u64).expect("CCOB");
+    let Chunk::Compressed { len, header, .. } = &chunk else { panic!("not a CCOB") };
+    let intact = ccob::decode(&data.to_vec(), at, *len, header).expect("intact CCOB");
+    let table = bundle::parse_bundle(&intact, 0, intact.len() as u64).expect("inner bundle").header_len as usize;
+    for i in (at + header.header_len + 16)..(at + len) {
+        let mut bad = data.to_vec();
+        bad[i as usize] ^= 1;
+        if let Ok(d) = ccob::decode_range_prechecked(&bad, at, *len, header, 0, header.uncompressed_size) {
+            if d != intact && d[..table] == intact[..table] {
+                return i as usize;
+            }
+        }
+    }
+    panic!("no payload byte of the CCOB at {at:#x} changes it silently");
+}

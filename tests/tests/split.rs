@@ -429,3 +429,114 @@ fn split_refuses_an_input_holding_its_archives() {
         assert!(!out.exists());
     }
 }
+
+/// Every frame of the `zstd-per-kernel` archives `split` writes carries a
+/// content checksum (the flag checked by hand against the frame format,
+/// RFC 8878 3.1.1.1.1), and the readers check it: with the last byte of
+/// one frame changed (its checksum), the test runtime (libzstd), as either
+/// loader generation, refuses that wrapper's code object instead of loading other bytes — every
+/// other one still loads exactly clang-offload-bundler's — and `verify`
+/// fails naming the archive.
+#[test]
+fn zstd_frames_carry_checksums_the_runtime_checks() {
+    let input = artifact();
+    let out = tempdir();
+    ok(split(input.path(), out.path(), "blas", &["--targets", "gfx90a,gfx1030", "--archive-compression", "zstd"]), "split");
+    let mut archives = 0;
+    for art in ["blas_gfx90a", "blas_gfx1030"] {
+        for f in fs::read_dir(out.path().join(art).join("math-libs/A/stage/.kpack")).unwrap() {
+            let p = f.unwrap().path();
+            let data = fs::read(&p).unwrap();
+            let a = kpackfs_core::kpack::Archive::open(&data).unwrap();
+            assert!(!a.frames.is_empty(), "{}: no zstd frames", p.display());
+            for (i, (off, len)) in a.frames.iter().enumerate() {
+                let frame = &data[*off as usize..(off + len) as usize];
+                assert_eq!(frame[..4], [0x28, 0xb5, 0x2f, 0xfd], "{} frame {i}: not a zstd frame", p.display());
+                assert!(frame[4] & 0x04 != 0, "{} frame {i}: no content checksum", p.display());
+            }
+            archives += 1;
+        }
+    }
+    assert!(archives >= 2, "{archives} archives");
+    // Damage frame 0's checksum in the gfx1030 archive, then install.
+    let kpack = out.path().join("blas_gfx1030/math-libs/A/stage/.kpack/blas_gfx1030.kpack");
+    let mut data = fs::read(&kpack).unwrap();
+    let (off, len) = kpackfs_core::kpack::Archive::open(&data).unwrap().frames[0];
+    data[(off + len - 1) as usize] ^= 0x01;
+    fs::write(&kpack, &data).unwrap();
+    let v = kp(&["verify".as_ref(), out.path().as_os_str()]);
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+    assert!(text(&v).contains("archive: math-libs/A/stage/.kpack/blas_gfx1030.kpack") || text(&v).contains("blas_gfx1030.kpack: "), "{}", text(&v));
+    assert!(text(&v).to_lowercase().contains("checksum"), "verify does not name the checksum: {}", text(&v));
+    let work = tempdir();
+    let root = work.path().join("root");
+    install(&[out.path().join("blas_generic"), out.path().join("blas_gfx1030")], &root);
+    let stub = Stub::get();
+    for loader in ["feb2026", "newest"] {
+        let (mut refused, mut exact) = (0, 0);
+        for (i, lib) in LIBS.iter().enumerate() {
+            let rec_dir = work.path().join(format!("rec-{loader}-{i}"));
+            fs::create_dir_all(&rec_dir).unwrap();
+            let o = Command::new(stub.driver())
+                .arg(root.join("lib").join(lib))
+                .env("LD_LIBRARY_PATH", &stub.dir)
+                .env("KPACK_STUB_ARCH", "gfx1030")
+                .env("KPACK_STUB_LOADER", loader)
+                .env("KPACK_STUB_OUT", &rec_dir)
+                .output()
+                .unwrap();
+            assert!(o.status.code().is_some(), "{lib}: the runtime crashed: {}", text(&o));
+            let bundles = wrapper_bundles(lib);
+            for r in stub_records(&rec_dir) {
+                if r.status == "OK" {
+                    let want = expected_object(lib, bundles[r.co_index as usize], "gfx1030");
+                    assert!(r.bytes.as_deref() == Some(&want[..]), "{lib} wrapper {}: not clang-offload-bundler's object", r.co_index);
+                    exact += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(refused, 1, "{loader}: the damaged frame's object must be refused, once");
+        assert!(exact >= 4, "{loader}: {exact} objects loaded exactly");
+    }
+}
+
+/// `verify` without the pack manifest cannot know what the archives should
+/// hold: with the `.kpm` deleted and one code-object byte changed in a
+/// `none` archive it used to print "OK … exact". It fails, saying why.
+#[test]
+fn verify_without_the_pack_manifest_fails() {
+    let input = artifact();
+    let out = tempdir();
+    ok(split(input.path(), out.path(), "blas", &["--archive-compression", "none"]), "split");
+    let kpm = out.path().join("blas_generic/math-libs/A/stage/.kpack/blas.kpm");
+    fs::remove_file(&kpm).unwrap();
+    let p = out.path().join("blas_gfx1030/math-libs/A/stage/.kpack/blas_gfx1030.kpack");
+    let mut b = fs::read(&p).unwrap();
+    b[200] ^= 0x40;
+    fs::write(&p, b).unwrap();
+    let v = kp(&["verify".as_ref(), out.path().as_os_str()]);
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+    assert!(text(&v).contains("no pack manifest (.kpack/*.kpm) found") && !text(&v).contains("verify: OK"), "{}", text(&v));
+}
+
+/// A mistyped path must not pass: `verify` of a directory holding no
+/// artifact, pack manifest or archive (an empty one, /etc) fails and says
+/// what it looked for.
+#[test]
+fn verify_of_nothing_fails() {
+    let empty = tempdir();
+    let plain = tempdir();
+    write(&plain.path().join("etc/hosts"), b"127.0.0.1 localhost\n");
+    fs::copy(assets().join("bin/libhost.so"), plain.path().join("libhost.so")).unwrap();
+    for d in [empty.path(), plain.path()] {
+        let v = kp(&["verify".as_ref(), d.as_os_str()]);
+        assert_eq!(v.status.code(), Some(1), "{}", text(&v));
+        assert!(
+            text(&v).contains("nothing to verify: no artifact (artifact_manifest.txt), no pack manifest (.kpack/*.kpm) and no .kpack archive found"),
+            "{}",
+            text(&v)
+        );
+    }
+}

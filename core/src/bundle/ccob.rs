@@ -2,6 +2,19 @@
 //! zstd and zlib. The reference parser accepts only zstd v2/v3 (B8); we
 //! accept all of them, and we never decode past a CCOB's own extent (the
 //! clang-offload-bundler bug of ROCm/llvm-project#448).
+//!
+//! Integrity: every version's header carries the first 8 bytes of the MD5
+//! of the decoded bundle (LLVM's `CompressedOffloadBundle::compress` stores
+//! `MD5(input).low()`, the digest's first 8 bytes read as a little-endian
+//! u64). A zstd frame written by clang has no checksum of its own, so a
+//! damaged payload can decode, without any error, to different code
+//! objects; the hash is what catches that. Every function here that hands
+//! out decoded bytes ([`decode`], [`decode_range`]) streams the whole
+//! content through MD5 and fails with [`BundleError::HashMismatch`] rather
+//! than return bytes of a CCOB whose hash does not match. Only
+//! [`decode_prefix`] (planning: the inner bundle's entry table) and
+//! [`decode_range_prechecked`] (for callers that checked this very CCOB of
+//! this very source version before) skip the check.
 
 use std::io::{self, BufRead, Read};
 
@@ -30,7 +43,8 @@ pub struct CcobHeader {
     /// Header + payload length; absent in v1.
     pub total_size: Option<u64>,
     pub uncompressed_size: u64,
-    /// First 8 bytes of the MD5 of the decoded bundle (informational).
+    /// First 8 bytes of the MD5 of the decoded bundle, as a little-endian
+    /// u64 (checked by every decode that hands out bytes).
     pub hash: u64,
     pub header_len: u64,
 }
@@ -87,7 +101,7 @@ pub(crate) fn parse_at(src: &dyn ReadAt, at: u64, end: u64) -> Result<(CcobHeade
         }
         None => {
             let mut sink = io::sink();
-            let consumed = decode_into(src, at, avail, &header, &mut sink, header.uncompressed_size)?;
+            let consumed = decode_into(src, at, avail, &header, &mut sink, header.uncompressed_size, None)?;
             header.header_len + consumed
         }
     };
@@ -151,10 +165,55 @@ impl BufRead for RangeReader<'_> {
     }
 }
 
+/// The header's form of an MD5 digest: its first 8 bytes as a
+/// little-endian u64 (LLVM's `MD5Result::low()`).
+fn md5_low(digest: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(b)
+}
+
+/// Passes writes on to `inner` and through MD5.
+struct Hashing<'a> {
+    md5: &'a mut Md5,
+    inner: &'a mut dyn io::Write,
+}
+
+impl io::Write for Hashing<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(data)?;
+        self.md5.update(&data[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Streams the whole decoded content of the CCOB at `at` into `out` and
+/// checks it against the header's hash.
+fn decode_checked(src: &dyn ReadAt, at: u64, avail: u64, h: &CcobHeader, out: &mut dyn io::Write) -> Result<(), BundleError> {
+    let mut md5 = Md5::new();
+    decode_into(src, at, avail, h, out, h.uncompressed_size, Some(&mut md5))?;
+    let computed = md5_low(&md5.finalize());
+    if computed != h.hash {
+        return Err(BundleError::HashMismatch { at, stored: h.hash, computed });
+    }
+    Ok(())
+}
+
 /// Streams the decoded bytes of the CCOB at `at` (at most `limit` of them)
-/// into `out`; returns the compressed bytes consumed. When `limit` equals
-/// the claimed size, checks that exactly that many bytes come out.
-fn decode_into(src: &dyn ReadAt, at: u64, avail: u64, h: &CcobHeader, out: &mut dyn io::Write, limit: u64) -> Result<u64, BundleError> {
+/// into `out`, and through `md5` if given; returns the compressed bytes
+/// consumed. When `limit` equals the claimed size, checks that exactly that
+/// many bytes come out.
+fn decode_into(src: &dyn ReadAt, at: u64, avail: u64, h: &CcobHeader, out: &mut dyn io::Write, limit: u64, md5: Option<&mut Md5>) -> Result<u64, BundleError> {
+    match md5 {
+        Some(md5) => decode_stream(src, at, avail, h, &mut Hashing { md5, inner: out }, limit),
+        None => decode_stream(src, at, avail, h, out, limit),
+    }
+}
+
+fn decode_stream(src: &dyn ReadAt, at: u64, avail: u64, h: &CcobHeader, out: &mut dyn io::Write, limit: u64) -> Result<u64, BundleError> {
     let payload_end = at + avail;
     let mut rr = RangeReader::new(src, at + h.header_len, payload_end);
     let want_all = limit >= h.uncompressed_size;
@@ -189,32 +248,63 @@ fn decode_into(src: &dyn ReadAt, at: u64, avail: u64, h: &CcobHeader, out: &mut 
     Ok(rr.consumed)
 }
 
-/// Fully decodes the CCOB at `at` (`len` bytes including the header).
+/// Fully decodes the CCOB at `at` (`len` bytes including the header) and
+/// checks the content against the header's hash.
 pub fn decode(src: &dyn ReadAt, at: u64, len: u64, h: &CcobHeader) -> Result<Vec<u8>, BundleError> {
     check_ratio(at, h, len)?;
     // Grow with the data instead of trusting the claim up front.
     let mut out = Vec::with_capacity(h.uncompressed_size.min(64 << 20) as usize);
-    decode_into(src, at, len, h, &mut out, h.uncompressed_size)?;
+    decode_checked(src, at, len, h, &mut out)?;
     Ok(out)
 }
 
-/// Decodes `[offset, offset+n)` of the CCOB's content, streaming: nothing
-/// before `offset` is kept, so memory is the requested range plus the
-/// decoder's window.
+/// Checks the CCOB at `at` against its header's hash, keeping nothing.
+pub fn verify(src: &dyn ReadAt, at: u64, len: u64, h: &CcobHeader) -> Result<(), BundleError> {
+    check_ratio(at, h, len)?;
+    decode_checked(src, at, len, h, &mut io::sink())
+}
+
+/// Decodes `[offset, offset+n)` of the CCOB's content and checks the whole
+/// content against the header's hash: everything is decoded and hashed,
+/// but only the range is kept, so memory is the range plus the decoder's
+/// window.
 pub fn decode_range(src: &dyn ReadAt, at: u64, len: u64, h: &CcobHeader, offset: u64, n: u64) -> Result<Vec<u8>, BundleError> {
     check_ratio(at, h, len)?;
-    let end = offset.checked_add(n).filter(|e| *e <= h.uncompressed_size).ok_or_else(|| err(at, "range outside the decoded content"))?;
-    let mut out = RangeWriter { skip: offset, buf: Vec::with_capacity(n as usize) };
-    decode_into(src, at, len, h, &mut out, end)?;
+    range_end(at, h, offset, n)?;
+    let mut out = RangeWriter { skip: offset, keep: n, buf: Vec::with_capacity(n as usize) };
+    decode_checked(src, at, len, h, &mut out)?;
     if out.buf.len() as u64 != n {
         return Err(err(at, "decoded content shorter than its header says"));
     }
     Ok(out.buf)
 }
 
-/// Discards the first `skip` bytes written, keeps the rest.
+/// [`decode_range`] without the hash check: decodes only up to the range's
+/// end. Only for a caller that has checked this very CCOB, in this very
+/// version of its source, with [`decode_range`] or [`verify`] before (the
+/// view remembers such checks per source version): it spares decoding a
+/// whole bundle for every window of a large object or every object of one
+/// bundle.
+pub fn decode_range_prechecked(src: &dyn ReadAt, at: u64, len: u64, h: &CcobHeader, offset: u64, n: u64) -> Result<Vec<u8>, BundleError> {
+    check_ratio(at, h, len)?;
+    let end = range_end(at, h, offset, n)?;
+    let mut out = RangeWriter { skip: offset, keep: n, buf: Vec::with_capacity(n as usize) };
+    decode_into(src, at, len, h, &mut out, end, None)?;
+    if out.buf.len() as u64 != n {
+        return Err(err(at, "decoded content shorter than its header says"));
+    }
+    Ok(out.buf)
+}
+
+fn range_end(at: u64, h: &CcobHeader, offset: u64, n: u64) -> Result<u64, BundleError> {
+    offset.checked_add(n).filter(|e| *e <= h.uncompressed_size).ok_or_else(|| err(at, "range outside the decoded content"))
+}
+
+/// Discards the first `skip` bytes written, keeps the next `keep`, and
+/// discards the rest.
 struct RangeWriter {
     skip: u64,
+    keep: u64,
     buf: Vec<u8>,
 }
 
@@ -222,7 +312,9 @@ impl io::Write for RangeWriter {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         let drop = (self.skip.min(data.len() as u64)) as usize;
         self.skip -= drop as u64;
-        self.buf.extend_from_slice(&data[drop..]);
+        let take = (self.keep.min((data.len() - drop) as u64)) as usize;
+        self.keep -= take as u64;
+        self.buf.extend_from_slice(&data[drop..drop + take]);
         Ok(data.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -230,10 +322,12 @@ impl io::Write for RangeWriter {
     }
 }
 
-/// Decodes only the first `n` bytes (enough for the inner bundle header).
+/// Decodes only the first `n` bytes (enough for the inner bundle header),
+/// unchecked: planning reads the entry table from it; the bytes of code
+/// objects are always read through a checked decode.
 pub fn decode_prefix(src: &dyn ReadAt, at: u64, len: u64, h: &CcobHeader, n: u64) -> Result<Vec<u8>, BundleError> {
     let mut out = Vec::with_capacity(n.min(h.uncompressed_size) as usize);
-    decode_into(src, at, len, h, &mut out, n.min(h.uncompressed_size))?;
+    decode_into(src, at, len, h, &mut out, n.min(h.uncompressed_size), None)?;
     Ok(out)
 }
 
@@ -300,9 +394,7 @@ pub fn encode(bundle: &[u8], version: u16, method: CcobMethod, level: i32) -> io
             e.finish()?
         }
     };
-    let digest = Md5::digest(bundle);
-    let mut hash = [0u8; 8];
-    hash.copy_from_slice(&digest[..8]);
+    let hash = md5_low(&Md5::digest(bundle)).to_le_bytes();
     let method_id: u16 = match method {
         CcobMethod::Zlib => 0,
         CcobMethod::Zstd => 1,

@@ -38,6 +38,10 @@ pub enum BundleError {
     Corrupt { at: u64, what: String },
     #[error("CCOB at {at:#x}: {what}")]
     Ccob { at: u64, what: String },
+    /// The decoded content does not match the hash in the CCOB's header:
+    /// the compressed bundle is damaged (its bytes are never handed out).
+    #[error("CCOB at {at:#x} is damaged: its decoded content has hash {computed:016x}, its header says {stored:016x}")]
+    HashMismatch { at: u64, stored: u64, computed: u64 },
     #[error("unrecognized fatbin format: no bundle found")]
     NoBundles,
 }

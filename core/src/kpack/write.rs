@@ -168,8 +168,8 @@ impl ArchiveSpec {
     }
 
     /// Scheme `zstd-per-kernel`, streamed to `out`: each code object one
-    /// zstd frame with the content size in its header and no checksum, as
-    /// the reference writes. Objects are read and compressed a few at a
+    /// zstd frame with the content size in its header and a content
+    /// checksum (see [`compress_frame`]). Objects are read and compressed a few at a
     /// time on all cores (frames are independent) and written in ordinal
     /// order, so memory holds one batch, never the archive. Returns the
     /// archive's length.
@@ -207,20 +207,24 @@ impl ArchiveSpec {
     }
 }
 
-/// One code object as one zstd frame (content size in the header, no
-/// checksum: the runtime checks the exact decoded size instead).
+/// One code object as one zstd frame (see [`compress_frame`]).
 fn compress_one(b: &BlobData, src: &dyn ReadAt, store: &dyn BlobStore, level: i32) -> Result<Vec<u8>, KpackError> {
     let data = b.read(src, store).map_err(|e| KpackError::Io(std::io::Error::other(e.to_string())))?;
     compress_frame(&data, level)
 }
 
-/// One code object as the reference writes its frame: the content size in
-/// the frame header, no checksum.
+/// One code object as one zstd frame: the content size in the frame
+/// header, as the reference writes it, plus the frame's content checksum
+/// (4 bytes of XXH64), which the reference leaves out. Without it a
+/// damaged frame can decode, at the right size, to other code; with it
+/// every zstd decoder (libzstd's `ZSTD_decompress` in the runtimes, the
+/// `zstd` crate here) refuses such a frame. Readers that ignore the flag do
+/// not exist: it is part of the frame format (RFC 8878, 3.1.1.1.1).
 pub fn compress_frame(data: &[u8], level: i32) -> Result<Vec<u8>, KpackError> {
     let cfg = |e: std::io::Error| KpackError::Decompress(e.to_string());
     let mut c = zstd::bulk::Compressor::new(level).map_err(cfg)?;
     c.include_contentsize(true).map_err(cfg)?;
-    c.include_checksum(false).map_err(cfg)?;
+    c.include_checksum(true).map_err(cfg)?;
     c.compress(data).map_err(cfg)
 }
 

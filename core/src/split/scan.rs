@@ -198,6 +198,11 @@ fn classify(tree: &SourceTree, input: &Input, e: &Entry, component: &str, rules:
     match FatBinary::analyze_marked(&file, st.id(), component, marker) {
         Ok(fb) => {
             let objects = fb.objects(&file).map_err(|err| SplitError::io(&path, err))?;
+            // Never package a binary whose archives would lack the code
+            // objects of a damaged compressed bundle.
+            if !objects.damaged.is_empty() {
+                return Err(SplitError::Bundle(path, objects.damaged.join("; ")));
+            }
             if !objects.problems.is_empty() {
                 log::warn!("{}: some wrappers have no code objects: {}", path.display(), objects.problems.join("; "));
             }

@@ -210,6 +210,23 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
             claimed.insert(arch.clone());
         }
     }
+    // Without a pack manifest nothing records what the archives should
+    // hold: a changed byte in a `none` archive would pass unseen.
+    if kpms.is_empty() && r.archives > 0 {
+        r.problem(
+            "manifest",
+            dir.display().to_string(),
+            format!("no pack manifest (.kpack/*.kpm) found: the {} archive(s) cannot be checked against recorded sizes and digests", r.archives),
+        );
+    }
+    // A mistyped path must not pass having checked nothing.
+    if arts.is_empty() && kpms.is_empty() && r.archives == 0 {
+        r.problem(
+            "input",
+            dir.display().to_string(),
+            "nothing to verify: no artifact (artifact_manifest.txt), no pack manifest (.kpack/*.kpm) and no .kpack archive found here or one level down",
+        );
+    }
     r.targets = claimed.iter().cloned().collect();
     // Database files in their own artifacts; host binaries converted.
     let mut binaries = Vec::new();
@@ -283,6 +300,8 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
                 }
                 _ => {}
             }
+            // Damaged fat wrappers, reported once for both loaders.
+            let mut unreadable: BTreeSet<usize> = BTreeSet::new();
             for run in &runs {
                 let ws = match run {
                     Ok(ws) => ws,
@@ -301,8 +320,19 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
                     if w.kind != WrapperKind::Kpacked {
                         continue;
                     }
+                    let fat_w = match &fat {
+                        Some(Ok(f)) => f.get(i),
+                        _ => None,
+                    };
+                    if let Some(Outcome { result: Err(e), damaged: true, .. }) = fat_w {
+                        // Nothing to compare with: never call that exact.
+                        if unreadable.insert(i) {
+                            r.problem("resolve", rel.clone(), format!("wrapper {} for {t}: the fat original cannot be read: {e}", w.index));
+                        }
+                        continue;
+                    }
                     let want = match &fat {
-                        Some(Ok(f)) => Some(f.get(i).and_then(|fw| fw.result.as_ref().ok())),
+                        Some(Ok(_)) => Some(fat_w.and_then(|fw| fw.result.as_ref().ok())),
                         _ => None,
                     };
                     match (&w.result, want) {
@@ -336,6 +366,9 @@ struct Outcome {
     index: u32,
     kind: WrapperKind,
     result: Result<[u8; 32], String>,
+    /// The code object exists but could not be decoded (a damaged
+    /// compressed bundle, a damaged zstd frame).
+    damaged: bool,
 }
 
 /// Resolves `bin` keeping digests only: one code object in memory at a
@@ -344,16 +377,28 @@ fn outcomes(bin: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -> Resu
     use sha2::Digest;
     let mut v = Vec::new();
     resolve::resolve_each(bin, isa, gen, env, &mut |w| {
+        let damaged = matches!(w.result, Err(resolve::LoadError::Decompression(_)));
         let result = w.result.map(|r| sha2::Sha256::digest(&r.bytes).into()).map_err(|e| e.to_string());
-        v.push(Outcome { index: w.index, kind: w.kind, result });
+        v.push(Outcome { index: w.index, kind: w.kind, result, damaged });
     })?;
     Ok(v)
 }
 
-/// Opens an archive and decodes every entry; returns its `gfx_arches`.
+/// Opens an archive and decodes every entry (a zstd frame's content
+/// checksum, when it has one, is checked by the decoder); every stored
+/// blob or frame must belong to an entry, so none goes unchecked. Returns
+/// its `gfx_arches`.
 fn check_archive(path: &Path) -> Result<Vec<String>, String> {
     let f = File::open(path).map_err(|e| e.to_string())?;
     let a = Archive::open(&f).map_err(|e| e.to_string())?;
+    let stored = match &a.toc.scheme {
+        crate::kpack::Scheme::None { blobs } => blobs.len(),
+        crate::kpack::Scheme::Zstd { .. } => a.frames.len(),
+    };
+    let used: BTreeSet<u64> = a.toc.toc.iter().flat_map(|(_, archs)| archs.iter().map(|(_, e)| e.ordinal)).collect();
+    if let Some(o) = (0..stored as u64).find(|o| !used.contains(o)) {
+        return Err(format!("stored blob {o} belongs to no TOC entry (unchecked bytes)"));
+    }
     for (key, archs) in &a.toc.toc {
         for (arch, e) in archs {
             if !a.toc.has_arch(arch) {
@@ -413,4 +458,30 @@ fn symlink(to: &Path, at: &Path) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn symlink(to: &Path, at: &Path) -> std::io::Result<()> {
     std::fs::copy(to, at).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kpack::{ArchiveSpec, BlobData, EntrySpec};
+
+    /// A frame no TOC entry refers to would never be decoded, so its bytes
+    /// (and checksum) would go unchecked: verify names it.
+    #[test]
+    fn a_stored_blob_outside_the_toc_is_a_problem() {
+        let t = tempfile::tempdir().unwrap();
+        let objs: [&[u8]; 2] = [b"first code object", b"second code object"];
+        let spec = ArchiveSpec {
+            group_name: "g".into(),
+            gfx_arch_family: "gfx1030".into(),
+            gfx_arches: vec!["gfx1030".into()],
+            toc: vec![("lib/x.so#0".into(), vec![("gfx1030".into(), EntrySpec { ordinal: 0, metadata: None })])],
+            blobs: objs.iter().map(|b| BlobData::Owned(b.to_vec().into())).collect(),
+        };
+        let frames: Vec<Vec<u8>> = objs.iter().map(|b| crate::kpack::compress_frame(b, 3).unwrap()).collect();
+        std::fs::create_dir_all(t.path().join(".kpack")).unwrap();
+        std::fs::write(t.path().join(".kpack/g_gfx1030.kpack"), spec.bytes_zstd_frames(&frames)).unwrap();
+        let r = verify(t.path(), None, None, &Rules::default()).unwrap();
+        assert!(r.problems.iter().any(|p| p.check == "archive" && p.message.contains("stored blob 1 belongs to no TOC entry")), "{:?}", r.problems);
+    }
 }

@@ -34,7 +34,7 @@ use md5::{Digest, Md5};
 use crate::data_cache::{CacheError, Data, DataCache, DiskCache, Key, MemoryCache, Sink};
 use crate::host::HostPlan;
 use crate::io::ReadAt;
-use crate::layout::Uncached;
+use crate::layout::CheckedOnce;
 use crate::source::SourceId;
 
 use super::fat::{ArchivePlan, FatBinary, ZSTD_LEVEL};
@@ -261,7 +261,7 @@ impl Caches {
         let mut fill = |sink: &mut dyn Sink| {
             let file = src().map_err(|e| CacheError::Compute(e.to_string()))?;
             log::debug!("{}: compressing {} code objects", ap.name, ap.spec.blobs.len());
-            ap.spec.write_zstd(&file, &Uncached, ZSTD_LEVEL, sink).map_err(|e| CacheError::Compute(e.to_string()))?;
+            ap.spec.write_zstd(&file, &CheckedOnce::default(), ZSTD_LEVEL, sink).map_err(|e| CacheError::Compute(e.to_string()))?;
             Ok(())
         };
         if self.disk.is_some() {
@@ -327,11 +327,20 @@ impl Copies {
         std::thread::Builder::new().name("kpackfs-copies".into()).spawn(move || {
             for (key, of) in rx {
                 let path: PathBuf = of.path.clone();
-                let r = disk.get_or_insert(&key, &mut |sink: &mut dyn Sink| of.write_to_sink(sink).map(|_| ()).map_err(|e| CacheError::Compute(e.to_string())));
+                // A failure the view has already warned about (a damaged
+                // bundle) is not warned about again.
+                let mut reported = false;
+                let r = disk.get_or_insert(&key, &mut |sink: &mut dyn Sink| {
+                    of.write_to_sink(sink).map(|_| ()).map_err(|e| {
+                        reported = e.already_reported();
+                        CacheError::Compute(e.to_string())
+                    })
+                });
                 match r {
                     Ok(_) => log::debug!("{}: local copy ready", path.display()),
                     // The disk cache has said why (once).
                     Err(CacheError::Unavailable(e)) => log::debug!("{}: no local copy: {e}", path.display()),
+                    Err(e) if reported => log::debug!("{}: local copy failed: {e}", path.display()),
                     Err(e) => log::warn!("{}: local copy failed: {e}", path.display()),
                 }
                 wbusy.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);

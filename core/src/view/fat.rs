@@ -135,6 +135,11 @@ pub struct Objects {
     pub targets: Vec<TargetId>,
     /// Why some wrappers have no code objects.
     pub problems: Vec<String>,
+    /// The subset of `problems` due to a compressed bundle (CCOB) that
+    /// could not be decoded or failed its hash check: its code objects
+    /// exist but are damaged. A mount serves the rest; one-shot tools
+    /// (`split`, `bake`) fail rather than write a tree lacking them.
+    pub damaged: Vec<String>,
 }
 
 /// One view's archives of a binary.
@@ -238,7 +243,8 @@ impl FatBinary {
             }
         }
         let mut a = Objects::default();
-        let mut by_offset: HashMap<u64, Result<Vec<CodeObject>, String>> = HashMap::new();
+        // Per bundle offset: its objects, or (damaged compressed bundle?, why).
+        let mut by_offset: HashMap<u64, Result<Vec<CodeObject>, (bool, String)>> = HashMap::new();
         for w in &plan.wrappers {
             if w.already_kpacked {
                 a.objects.push(Vec::new());
@@ -255,14 +261,17 @@ impl FatBinary {
                     let at = plan.fat_offset + off;
                     v.insert(match bundle::parse_chunk(src, at, fat_end).and_then(|chunk| bundle::chunk_objects(src, &chunk, w.index as usize)) {
                         Err(bundle::BundleError::Io(e)) if is_transient(&e) => return Err(e),
-                        r => r.map_err(|e| e.to_string()),
+                        r => r.map_err(|e| (matches!(e, bundle::BundleError::HashMismatch { .. } | bundle::BundleError::Ccob { .. }), e.to_string())),
                     })
                 }
             };
             match objs {
                 Ok(o) => a.objects.push(o.clone()),
-                Err(e) => {
+                Err((damaged, e)) => {
                     a.problems.push(format!("wrapper {}: {e}", w.index));
+                    if *damaged {
+                        a.damaged.push(format!("wrapper {}: {e}", w.index));
+                    }
                     a.objects.push(Vec::new());
                 }
             }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::bundle::{ccob, BundleError};
 use crate::copy;
 use crate::data_cache::{Data, Key, MemoryCache, Sink};
 use crate::io::ReadAt;
@@ -81,20 +82,89 @@ pub(super) fn version_tag(id: &SourceId) -> u64 {
     std::hash::Hasher::finish(&h).max(1)
 }
 
+/// Key of the hash check of one CCOB of one source version; its cached
+/// value is the hash the content was found to have (8 bytes, as in the
+/// header), so a damaged CCOB's verdict is remembered as well as a sound
+/// one's.
+fn check_key(id: &SourceId, at: u64) -> Key {
+    let mut b = Vec::with_capacity(64);
+    for v in [id.dev, id.ino, id.size, id.mtime.sec as u64, id.mtime.nsec as u64, id.ctime.sec as u64, id.ctime.nsec as u64, at] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    Key::of(&[b"ccob-check", &b])
+}
+
 /// Decoded blobs of one source identity, through the shared memory cache.
+///
+/// Never a wrong byte: the first object read from a CCOB comes from a
+/// decode of the whole CCOB checked against its header's hash, and the
+/// verdict is remembered (tagged with the source version, so it leaves
+/// with it). Later objects and windows of a checked CCOB decode only up to
+/// their end; a damaged one fails every read with a typed error (EIO at
+/// the mount) after one warning.
 struct Blobs<'a> {
     cache: &'a MemoryCache,
     slots: &'a Slots,
     id: SourceId,
+    /// The served file (for the warning).
+    path: &'a std::path::Path,
+}
+
+impl Blobs<'_> {
+    /// The remembered verdict on `blob`: `Some(Ok)` checked and sound,
+    /// `Some(Err)` damaged, `None` not checked (or forgotten).
+    fn verdict(&self, blob: &BlobRef) -> Option<std::result::Result<(), LayoutError>> {
+        let v = self.cache.peek(&check_key(&self.id, blob.at))?;
+        let computed = u64::from_le_bytes(v.get(..8)?.try_into().ok()?);
+        Some(if computed == blob.header.hash {
+            Ok(())
+        } else {
+            Err(LayoutError::Decode(BundleError::HashMismatch { at: blob.at, stored: blob.header.hash, computed }))
+        })
+    }
+
+    fn remember(&self, blob: &BlobRef, computed: u64) {
+        let _ = self.cache.get_or_load_tagged(&check_key(&self.id, blob.at), version_tag(&self.id), || Ok(Arc::new(computed.to_le_bytes().to_vec())));
+    }
 }
 
 impl BlobStore for Blobs<'_> {
     fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> std::result::Result<Arc<Vec<u8>>, LayoutError> {
-        self.cache
-            .get_or_load_tagged(&object_key(&self.id, blob.at, offset, len), version_tag(&self.id), || {
-                self.slots.run(|| crate::bundle::ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len)).map(Arc::new).map_err(|e| e.to_string())
-            })
-            .map_err(LayoutError::Shared)
+        let checked = match self.verdict(blob) {
+            Some(Err(e)) => return Err(e),
+            Some(Ok(())) => true,
+            None => false,
+        };
+        let r = self.cache.get_or_load_tagged(&object_key(&self.id, blob.at, offset, len), version_tag(&self.id), || {
+            let r = self.slots.run(|| {
+                if checked {
+                    ccob::decode_range_prechecked(src, blob.at, blob.len, &blob.header, offset, len)
+                } else {
+                    ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len)
+                }
+            });
+            match r {
+                Ok(v) => {
+                    if !checked {
+                        self.remember(blob, blob.header.hash);
+                    }
+                    Ok(Arc::new(v))
+                }
+                Err(e) => {
+                    if let BundleError::HashMismatch { computed, .. } = e {
+                        log::warn!("{}: {e} (reads of its code objects fail with EIO)", self.path.display());
+                        self.remember(blob, computed);
+                    }
+                    Err(e.to_string())
+                }
+            }
+        });
+        // Every reader of a damaged CCOB gets the typed error, also those
+        // that waited for another's decode.
+        r.map_err(|e| match self.verdict(blob) {
+            Some(Err(typed)) => typed,
+            _ => LayoutError::Shared(e),
+        })
     }
 }
 
@@ -278,7 +348,7 @@ impl OpenFile {
 
     /// Decoded-blob access for external copy loops.
     pub fn blob_store(&self) -> impl BlobStore + '_ {
-        Blobs { cache: &self.shared.blobs, slots: &self.shared.slots, id: self.id }
+        Blobs { cache: &self.shared.blobs, slots: &self.shared.slots, id: self.id, path: &self.path }
     }
 
     /// Writes the served bytes to `dst` (offset 0; truncated to the length):

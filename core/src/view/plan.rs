@@ -148,6 +148,18 @@ impl View {
         Ok((fst, a))
     }
 
+    /// The damaged compressed bundles of the binary at `rel` (see
+    /// [`fat::Objects::damaged`]); empty for anything not transformed.
+    /// One-shot tools ask, so as not to write a tree lacking their code.
+    pub fn damaged_bundles(&self, rel: &Path) -> Result<Vec<String>> {
+        let Node::Transformed(_, fb) = self.resolve(rel)? else { return Ok(Vec::new()) };
+        let (file, fst) = self.tree.open_file(rel)?;
+        if fst.id() != fb.id {
+            return Err(Error::Changed(rel.display().to_string()));
+        }
+        Ok(fb.objects(&file)?.damaged.clone())
+    }
+
     /// The archives of a planned binary (second planning stage, once).
     pub(super) fn archives(&self, rel: &Path, fb: &FatBinary) -> Result<Arc<fat::Archives>> {
         if let Some(a) = fb.archives_if_ready(&self.cfg.selection, self.cfg.naming, self.cfg.compression) {

@@ -53,6 +53,13 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the view has already logged this failure once for the file
+    /// (a damaged compressed bundle: one warning, then EIO for every read),
+    /// so an adapter need not warn again on each read.
+    pub fn already_reported(&self) -> bool {
+        matches!(self, Error::Layout(LayoutError::Decode(crate::bundle::BundleError::HashMismatch { .. })))
+    }
+
     /// The errno to report for this error.
     pub fn errno(&self) -> i32 {
         match self {
