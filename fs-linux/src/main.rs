@@ -38,7 +38,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).format_timestamp_millis().init();
-    let cli = Cli::parse_from(normalize_args(std::env::args_os().collect()));
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // clap would suggest `mount` for these: the opposite of what was meant.
+    if let Some(cmd) = args.get(1).and_then(|a| a.to_str()).filter(|a| matches!(*a, "umount" | "unmount")) {
+        eprintln!("kpackfs: there is no {cmd} command: unmount a view with `umount MOUNTPOINT` (as a user: `fusermount3 -u MOUNTPOINT`)");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse_from(normalize_args(args));
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {

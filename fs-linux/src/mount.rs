@@ -55,6 +55,7 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
             "threads" => args.threads = need(k, v)?.parse().map_err(|_| Failure::usage("-o threads needs a number"))?,
             "ttl" => args.ttl = need(k, v)?.parse().map_err(|_| Failure::usage("-o ttl needs seconds"))?,
             "no_passthrough" => args.no_passthrough = true,
+            "nonempty" => args.nonempty = true,
             "archive_names" => {
                 args.view.archive_names = Some(match need(k, v)? {
                     "target" => Naming::Target,
@@ -262,12 +263,50 @@ fn inherited_ignore(sig: i32) -> bool {
     }
 }
 
+/// Refuses a mountpoint that would hide or loop on the install: the
+/// source itself, a directory inside it or one containing it, and (unless
+/// `nonempty`) a directory with entries, whose contents the mount would
+/// hide from every process on the machine (FUSE tools refuse it alike).
+fn check_mountpoint(src: &Path, mnt: &Path, nonempty: bool) -> Result<(), Failure> {
+    if mnt == src {
+        return Err(Failure::usage(format!("mountpoint {} is the source: the view would hide the install; mount it elsewhere", mnt.display())));
+    }
+    if mnt.starts_with(src) {
+        return Err(Failure::usage(format!("mountpoint {} lies inside the source {}; mount the view outside it", mnt.display(), src.display())));
+    }
+    // The daemon must never reach its own mount: a worker waiting on a
+    // request to its own filesystem can deadlock the mount.
+    if src.starts_with(mnt) {
+        return Err(Failure::usage(format!("source {} lies inside the mountpoint {}; mount the view outside it", src.display(), mnt.display())));
+    }
+    if !nonempty {
+        let mut entries = std::fs::read_dir(mnt).map_err(|e| Failure::usage(format!("mountpoint {}: {e}", mnt.display())))?;
+        if let Some(first) = entries.next() {
+            let name = first.map(|e| e.file_name().to_string_lossy().into_owned()).unwrap_or_default();
+            return Err(Failure::usage(format!(
+                "mountpoint {} is not empty (it holds {name:?}…) and the view would hide it; use an empty directory, or -o nonempty (--nonempty) to mount over it",
+                mnt.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     apply_options(&mut args)?;
-    let (source, mnt) = match args.paths.as_slice() {
-        [m] => (None, m.clone()),
-        [s, m] => (Some(s.clone()), m.clone()),
-        _ => return Err(Failure::usage("usage: kpackfs mount [SOURCE] MOUNTPOINT --arch TARGET")),
+    // The embedded demo only when asked for by name: a forgotten SOURCE
+    // (`mount /opt/rocm --arch …`) must never mount the demo over the install.
+    let (source, mnt) = match (args.demo, args.paths.as_slice()) {
+        (false, [s, m]) => (Some(s.clone()), m.clone()),
+        (true, [m]) => (None, m.clone()),
+        (false, [p]) => {
+            return Err(Failure::usage(format!(
+                "mount needs SOURCE and MOUNTPOINT, got only {} (kpackfs mount SOURCE MOUNTPOINT --arch …; --demo MOUNTPOINT mounts the embedded demo install)",
+                p.display()
+            )))
+        }
+        (true, _) => return Err(Failure::usage("--demo serves the embedded demo install: give only the MOUNTPOINT, not a SOURCE")),
+        _ => return Err(Failure::usage("usage: kpackfs mount SOURCE MOUNTPOINT --arch TARGET")),
     };
     let src = source_dir(source.as_deref())?;
     // `--views a,b+c`: one view per item (`+` joins targets of one view);
@@ -300,14 +339,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     if is_mountpoint(&mnt) {
         return Err(Failure::usage(format!("mountpoint {} is busy: something is already mounted there", mnt.display())));
     }
-    if mnt.starts_with(&src) {
-        return Err(Failure::usage(format!("mountpoint {} lies inside the source {}", mnt.display(), src.display())));
-    }
-    // The daemon must never reach its own mount: a worker waiting on a
-    // request to its own filesystem can deadlock the mount.
-    if src.starts_with(&mnt) {
-        return Err(Failure::usage(format!("source {} lies inside the mountpoint {}", src.display(), mnt.display())));
-    }
+    check_mountpoint(&src, &mnt, args.nonempty)?;
     // The cache directory is written by the daemon: never inside its own
     // mount (a deadlock) nor inside the source (entries would show up in
     // the view and be watched as source changes).

@@ -65,7 +65,7 @@ fn arch_auto_serves_the_machines_targets() {
 }
 
 #[test]
-fn embedded_demo_is_served_without_a_source() {
+fn embedded_demo_is_served_with_demo() {
     require_root();
     let m = Mount::new(None, "gfx1030", &[]);
     let baked = bake(&demo(), "gfx1030", &[]);
@@ -327,4 +327,80 @@ fn materialized_copies_are_served_by_the_kernel_and_identical() {
     }
     assert_eq!(reads(), before, "reads reached the daemon although the copies exist");
     assert_same_tree(&snapshot(&m.mnt), &snapshot(&baked.path().join("out")), "materialized mount vs bake");
+}
+
+/// An install-looking directory (like /opt/rocm) in a fresh tempdir.
+fn fake_install() -> (TempDir, PathBuf) {
+    let dir = tempdir();
+    let inst = dir.path().join("rocm");
+    fs::create_dir_all(inst.join("lib")).unwrap();
+    fs::write(inst.join("lib/libamdhip64.so"), b"the install").unwrap();
+    (dir, inst)
+}
+
+/// Unmounts `mnt` if a (broken) kpackfs mounted something there.
+fn unmount_stray(mnt: &Path) -> bool {
+    let was = mounted(mnt);
+    if was {
+        let _ = Command::new("umount").arg("-l").arg(mnt).status();
+    }
+    was
+}
+
+#[test]
+fn forgotten_source_never_mounts_the_demo_over_the_install() {
+    require_root();
+    let (_dir, inst) = fake_install();
+    let cache = tempdir();
+    // `kpackfs mount /opt/rocm --arch gfx90a` and mount(8)'s bare form.
+    for argv in [vec!["mount".as_ref(), inst.as_os_str()], vec![inst.as_os_str()]] {
+        let out = Command::new(kpackfs()).args(&argv).args(["--arch", "gfx90a", "--cache-dir"]).arg(cache.path()).output().unwrap();
+        let stray = unmount_stray(&inst);
+        assert!(!stray, "kpackfs {argv:?} mounted over the install");
+        assert_eq!(out.status.code(), Some(2), "{argv:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(fs::read(inst.join("lib/libamdhip64.so")).unwrap(), b"the install");
+    }
+    // Asked for by name, the demo is served.
+    let m = Mount::new(None, "gfx1030", &[]);
+    assert!(m.path("lib/.kpack/libdemo.so.1.0_gfx1030.kpack").is_file());
+}
+
+#[test]
+fn nonempty_mountpoint_needs_nonempty() {
+    require_root();
+    let (_dir, inst) = fake_install();
+    let cache = tempdir();
+    let out = Command::new(kpackfs()).arg("mount").arg(demo()).arg(&inst).args(["--arch", "gfx90a", "--cache-dir"]).arg(cache.path()).output().unwrap();
+    let stray = unmount_stray(&inst);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!stray, "mounted over a non-empty directory");
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not empty") && err.contains("nonempty") && err.contains(&*inst.to_string_lossy()) && err.lines().count() == 1, "{err}");
+    // Asked for, it mounts over it (and hides its entries while mounted).
+    for opt in [&["-o", "nonempty"][..], &["--nonempty"]] {
+        let m = Mount::at(Some(&demo()), &inst, "gfx90a", opt);
+        assert!(m.path("lib/libdemo.so.1.0").is_file(), "{opt:?}");
+        assert!(!m.path("lib/libamdhip64.so").exists(), "{opt:?}");
+    }
+    assert_eq!(fs::read(inst.join("lib/libamdhip64.so")).unwrap(), b"the install");
+}
+
+#[test]
+fn mountpoint_equal_to_inside_or_containing_the_source_is_refused() {
+    require_root();
+    let (dir, inst) = fake_install();
+    let cache = tempdir();
+    let empty = inst.join("empty");
+    fs::create_dir(&empty).unwrap();
+    // (source, mountpoint, what the one line says)
+    let cases = [(&inst, &inst, "is the source"), (&inst, &empty, "inside the source"), (&inst, &dir.path().to_path_buf(), "lies inside the mountpoint")];
+    for (src, mnt, want) in cases {
+        let out =
+            Command::new(kpackfs()).arg("mount").arg(src).arg(mnt).args(["--arch", "gfx90a", "--nonempty", "--cache-dir"]).arg(cache.path()).output().unwrap();
+        let stray = unmount_stray(mnt);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!stray, "mounted {} at {}", src.display(), mnt.display());
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want) && err.lines().count() == 1, "{} at {}: {err}", src.display(), mnt.display());
+    }
 }

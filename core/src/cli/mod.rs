@@ -53,8 +53,11 @@ pub enum CommonCommand {
     /// List the GPU targets an install carries, or (--machine) this
     /// machine's GPUs and what `--arch auto` resolves to.
     Archs {
-        /// Install to scan (default: the embedded demo install).
+        /// Install to scan.
         source: Option<PathBuf>,
+        /// Scan the embedded demo install (what `mount --demo` serves).
+        #[arg(long, conflicts_with_all = ["source", "machine"])]
+        demo: bool,
         /// Show this machine's GPUs and what `--arch auto` resolves to.
         ///
         /// One line per GPU node of the kernel's KFD topology with the
@@ -270,15 +273,42 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     num.parse::<u64>().map_err(|_| format!("bad size {s:?}"))?.checked_mul(mult).ok_or_else(|| format!("size {s:?} too large"))
 }
 
-/// Rewrites `kpackfs SOURCE MOUNTPOINT -o …` (how `mount.fuse3` calls a
-/// `fuse.kpackfs` filesystem) into `kpackfs mount …`.
+/// Rewrites mount(8)'s helper invocation `kpackfs SOURCE MOUNTPOINT -o
+/// OPTS` (how `mount.fuse3` runs a `fuse.kpackfs` filesystem) into
+/// `kpackfs mount SOURCE MOUNTPOINT -o OPTS`. Only that exact shape is
+/// rewritten — two paths, then one or more `-o OPTS` — so that anything
+/// else (`kpackfs inpsect f.so`, `kpackfs status`, a forgotten `mount`)
+/// reaches clap, which names the unknown command and suggests the nearest
+/// one, instead of becoming a mount.
 pub fn normalize_args(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
-        if !first.starts_with('-') && !SUBCOMMANDS.contains(&first) {
-            args.insert(1, "mount".into());
-        }
+    if is_helper_form(args.get(1..).unwrap_or_default()) {
+        args.insert(1, "mount".into());
     }
     args
+}
+
+/// `SOURCE MOUNTPOINT (-o OPTS | -oOPTS)…`, as `mount.fuse3` builds it.
+fn is_helper_form(rest: &[std::ffi::OsString]) -> bool {
+    let path = |a: &std::ffi::OsString| {
+        let s = a.to_string_lossy();
+        !s.is_empty() && !s.starts_with('-') && !SUBCOMMANDS.contains(&s.as_ref())
+    };
+    let [src, mnt, opts @ ..] = rest else { return false };
+    if !path(src) || !path(mnt) || opts.is_empty() {
+        return false;
+    }
+    let mut i = 0;
+    while i < opts.len() {
+        let o = opts[i].to_string_lossy();
+        if o == "-o" && i + 1 < opts.len() {
+            i += 2;
+        } else if o.len() > 2 && o.starts_with("-o") {
+            i += 1;
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 pub fn human(n: u64) -> String {
@@ -296,7 +326,8 @@ pub fn human(n: u64) -> String {
     }
 }
 
-/// The source to serve: the given directory, or the embedded demo install.
+/// The source to serve: the given directory, or (`None`, which callers
+/// pass only for `--demo`) the embedded demo install.
 /// Linux resolves symlinks in it; Windows keeps a plain absolute path
 /// (`canonicalize` would give `\\?\C:\…`, which Dokan and many tools reject).
 pub fn source_dir(source: Option<&Path>) -> Result<PathBuf, Failure> {
@@ -457,10 +488,17 @@ fn inspect(file: &Path) -> Result<(), Failure> {
     emit(&report)
 }
 
-fn archs(source: Option<&Path>, machine: bool, db: &DbRuleArgs) -> Result<(), Failure> {
+fn archs(source: Option<&Path>, demo: bool, machine: bool, db: &DbRuleArgs) -> Result<(), Failure> {
     if machine {
         let report = this_machine("archs --machine")?.report().map_err(|e| Failure::usage(format!("archs --machine: {e}")))?;
         return emit(&report);
+    }
+    // The demo is described only when asked for by name: a forgotten
+    // SOURCE must not answer for an install the user never named.
+    if source.is_none() && !demo {
+        return Err(Failure::usage(
+            "archs: name the install to scan (kpackfs archs SOURCE), or --demo for the embedded demo install, --machine for this machine's GPUs",
+        ));
     }
     let src = source_dir(source)?;
     let rules = db.rules()?;
@@ -571,7 +609,7 @@ pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Fail
     match cmd {
         CommonCommand::Bake(b) => bake(b, default_naming),
         CommonCommand::Inspect { file } => inspect(&file),
-        CommonCommand::Archs { source, machine, db } => archs(source.as_deref(), machine, &db),
+        CommonCommand::Archs { source, demo, machine, db } => archs(source.as_deref(), demo, machine, &db),
         CommonCommand::Resolve(r) => resolve_cmd(r),
         CommonCommand::Recompress(r) => recompress(r),
         CommonCommand::Split(a) => packaging::split_cmd(a, default_naming),
@@ -596,9 +634,18 @@ mod tests {
 
     #[test]
     fn helper_form() {
-        let a = normalize_args(vec!["kpackfs".into(), "/src".into(), "/mnt".into(), "-o".into(), "arch=gfx90a".into()]);
-        assert_eq!(a[1], "mount");
-        let b = normalize_args(vec!["kpackfs".into(), "bake".into()]);
-        assert_eq!(b[1], "bake");
+        let argv = |a: &[&str]| normalize_args(std::iter::once("kpackfs").chain(a.iter().copied()).map(Into::into).collect());
+        assert_eq!(argv(&["/src", "/mnt", "-o", "arch=gfx90a"])[1], "mount");
+        assert_eq!(argv(&["/src", "/mnt", "-o", "arch=gfx90a", "-o", "ro"])[1], "mount");
+        assert_eq!(argv(&["/src", "/mnt", "-oarch=gfx90a"])[1], "mount");
+        assert_eq!(argv(&["bake"])[1], "bake");
+        // Not mount(8)'s shape: left for clap to reject as an unknown command.
+        assert_eq!(argv(&["inpsect", "f.so"])[1], "inpsect");
+        assert_eq!(argv(&["/opt/rocm", "--arch", "gfx90a"])[1], "/opt/rocm");
+        assert_eq!(argv(&["/src", "/mnt"])[1], "/src");
+        assert_eq!(argv(&["/src", "/mnt", "-o"])[1], "/src");
+        assert_eq!(argv(&["/src", "/mnt", "-o", "arch=x", "--arch", "y"])[1], "/src");
+        assert_eq!(argv(&["mount", "/mnt", "-o", "arch=x"])[1], "mount");
+        assert_eq!(argv(&["mount", "/mnt", "-o", "arch=x"]).len(), 5);
     }
 }
