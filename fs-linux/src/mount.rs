@@ -378,15 +378,34 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     }
     let mut signals = signal_hook::iterator::Signals::new(&sigs).map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
     let detached = std::env::var_os(READY_ENV).is_some();
-    let log = if detached { Some(open_log(args.log_file.as_deref())?) } else { None };
+    // From here on everything goes to the log file when there is one; the
+    // terminal keeps only what its user must see (logging::tell_terminal).
+    let log_file = match &args.log_file {
+        Some(p) => {
+            let f = open_log(Some(p))?;
+            crate::logging::to_file(&f);
+            Some(f)
+        }
+        None => None,
+    };
+    let log = match log_file {
+        Some(f) => Some(f),
+        None if detached => Some(open_log(None)?),
+        None => None,
+    };
     // Whether the selection matches anything is told once, in the
     // background: the scan reads every binary's bundle headers.
-    let (check_src, check_sels) = (src.clone(), std::iter::once(&cfg).chain(&more).map(|c| c.selection.clone()).collect::<Vec<_>>());
+    let (check_src, check_rules, check_sels) =
+        (src.clone(), cfg.db_rules.clone(), std::iter::once(&cfg).chain(&more).map(|c| c.selection.clone()).collect::<Vec<_>>());
     let check = std::thread::Builder::new()
         .name("kpackfs-check".into())
         .spawn(move || {
             for sel in &check_sels {
-                if let Some(w) = selection_warning(&check_src, sel) {
+                // The view is still mounted (an operator may mount before
+                // the libraries arrive), but the person who ran it is told.
+                if let Some(w) = selection_warning(&check_src, sel, &check_rules) {
+                    // Terminal first: once the log has the line, so has the terminal.
+                    crate::logging::tell_terminal(&w);
                     log::warn!("{w}");
                 }
             }
@@ -467,27 +486,36 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         })
         .map_err(|e| Failure::runtime(e.to_string()))?;
 
-    if let Some(log) = &log {
+    if detached {
         // Give the selection check a moment, so its warning reaches the
         // terminal that ran `mount` rather than only the log.
         let until = std::time::Instant::now() + Duration::from_millis(500);
         while !check.is_finished() && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let mut out = std::io::stdout();
-        let _ = writeln!(out, "ready");
-        let _ = out.flush();
-        redirect_stdio(log);
+        if let Some(log) = &log {
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "ready");
+            let _ = out.flush();
+            redirect_stdio(log);
+        }
+        crate::logging::release_terminal();
         // A daemon pins no directory (every path it uses is absolute).
         let _ = std::env::set_current_dir("/");
-    } else if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!("kpackfs: serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.selections());
+    } else {
+        // `-f`: one line once the mount is live, wherever stderr goes.
+        let live = format!("serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.selections());
+        if crate::logging::has_terminal() {
+            crate::logging::tell_terminal(&live);
+        } else {
+            eprintln!("kpackfs: {live}");
+        }
     }
     let r = session.run();
     // The session can end with the mount still attached: with
     // --auto-unmount, fusermount's watchdog unmounts without MNT_DETACH and
     // gives up if the mount is busy. Never leave a dead mount behind.
     detach_if_still_mounted(&mnt, "still attached after the session ended");
-    log::info!("counters at unmount:\n{}", view.stats());
+    // (The counters were logged by the filesystem's destroy.)
     r.map_err(|e| Failure::runtime(format!("FUSE session: {e}")))
 }

@@ -24,6 +24,15 @@ impl Fixture {
         // An install-looking directory with content (like /opt/rocm).
         std::fs::create_dir_all(root.join("inst/lib")).unwrap();
         std::fs::write(root.join("inst/lib/libx.so"), b"x").unwrap();
+        // A kpack'd tree for gfx90a:xnack- (the demo baked).
+        let st = Command::new(kpackfs())
+            .arg("bake")
+            .arg(assets().join("demo-install"))
+            .arg(root.join("baked"))
+            .args(["--arch", "gfx90a:xnack-", "-q", "--cache-dir", "none"])
+            .status()
+            .unwrap();
+        assert!(st.success());
         Fixture { _dir: dir, root }
     }
 
@@ -78,6 +87,27 @@ const TABLE: &[(&[&str], i32, &str)] = &[
     (&["mount", "{tmp}/inst/lib", "{tmp}/inst", "--arch", "gfx90a", "--nonempty"], 2, "lies inside the mountpoint"),
     (&["mount", "{demo}", "{tmp}/afile", "--arch", "gfx90a"], 2, "not a directory"),
     (&["mount", "{tmp}/nonexistent", "{tmp}/empty", "--arch", "gfx90a"], 2, "nonexistent"),
+    // A target the install does not carry: refused, naming the nearest.
+    (
+        &["bake", "{demo}", "{tmp}/out", "--arch", "gfx90"],
+        2,
+        "--arch gfx90: {demo} carries no code for it (it carries: gfx1030, gfx906, gfx90a, gfx90a:xnack+, gfx90a:xnack-); did you mean gfx906 or gfx90a?",
+    ),
+    (
+        &["bake", "{demo}", "{tmp}/out", "--arch", "gfx90a,gfx1100"],
+        2,
+        "--arch gfx1100: {demo} carries no code for it (it carries: gfx1030, gfx906, gfx90a, gfx90a:xnack+, gfx90a:xnack-)\n",
+    ),
+    (&["split", "{demo}", "{tmp}/split", "--component", "c", "--targets", "gfx1031"], 2, "did you mean gfx1030?"),
+    (&["verify", "{tmp}/baked", "--targets", "gfx90"], 2, "did you mean gfx90a?"),
+    (&["resolve", "{tmp}/baked/lib/libdemo.so", "--arch", "gfx90"], 2, "carries: gfx90a:xnack-); did you mean gfx90a?"),
+    (&["resolve", "{tmp}/baked/lib/libdemo.so", "--arch", "gfx1030"], 2, "{tmp}/baked/lib/.kpack/libdemo.so.1.0_@GFXARCH@.kpack"),
+    (&["resolve", "{tmp}/baked/lib", "--arch", "gfx90a"], 2, "is a directory"),
+    (&["resolve", "{tmp}/baked/lib/libdemo.so", "--arch", "gfx90a:xnack-,gfx1030:"], 2, "\"gfx1030:\""),
+    // A bare processor stands for its devices; lists are devices.
+    (&["resolve", "{tmp}/baked/lib/libdemo.so", "--arch", "gfx90a"], 0, ""),
+    (&["resolve", "{tmp}/baked/lib/libdemo.so", "--arch", "gfx90a:sramecc+:xnack-,gfx90a:sramecc-:xnack-"], 0, ""),
+    (&["resolve", "{tmp}/baked/lib/libdemo.so", "--arch", "gfx90a:xnack+"], 2, "did you mean gfx90a:xnack-?"),
 ];
 
 #[test]
@@ -87,9 +117,9 @@ fn exit_status_table() {
     let mut failures = Vec::new();
     for (args, code, want) in TABLE {
         let (got, err, stray) = run(&fx, args);
-        let ok = got == Some(*code) && err.contains(want) && stray.is_empty();
+        let ok = got == Some(*code) && err.contains(&fx.arg(want)) && stray.is_empty();
         // kpackfs's own errors are one line; clap's usage errors add a usage block.
-        let one_line = err.starts_with("error:") || err.trim_end().lines().count() == 1;
+        let one_line = err.starts_with("error:") || err.trim_end().lines().count() == usize::from(*code != 0);
         if !ok || !one_line {
             failures.push(format!(
                 "kpackfs {}: exit {got:?} (want {code}), stderr {err:?} (want {want:?}){}",
@@ -99,4 +129,29 @@ fn exit_status_table() {
         }
     }
     assert!(failures.is_empty(), "{} of {} rows wrong:\n{}", failures.len(), TABLE.len(), failures.join("\n"));
+}
+
+/// `resolve --arch auto` names this machine's GPUs as the runtime does
+/// (the MI210 fixture: gfx90a:sramecc+:xnack-) and a bare processor
+/// resolves for the variant the archives serve: the same table as the
+/// fully named device.
+#[test]
+fn resolve_takes_auto_and_bare_processors() {
+    let fx = Fixture::new();
+    let lib = fx.root.join("baked/lib/libdemo.so");
+    let resolve = |arch: &str| {
+        let o = Command::new(kpackfs())
+            .arg("resolve")
+            .arg(&lib)
+            .args(["--arch", arch])
+            .env("KPACKFS_SYSFS_ROOT", repo().join("tests/fixtures/kfd/mi210"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "--arch {arch}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let named = resolve("gfx90a:sramecc+:xnack-");
+    assert!(named.contains("libdemo.so.1.0_gfx90a:xnack-.kpack"), "{named}");
+    assert_eq!(resolve("auto"), named);
+    assert_eq!(resolve("gfx90a"), format!("device gfx90a:sramecc+:xnack-\n{named}"));
 }

@@ -404,3 +404,79 @@ fn mountpoint_equal_to_inside_or_containing_the_source_is_refused() {
         assert!(err.contains(want) && err.lines().count() == 1, "{} at {}: {err}", src.display(), mnt.display());
     }
 }
+
+/// Polls `path` until it contains `what` (the daemon writes it; the
+/// deadline only turns a hang into a failure).
+fn wait_for_text(path: &Path, what: &str) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let text = fs::read_to_string(path).unwrap_or_default();
+        if text.contains(what) {
+            return text;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(30), "{} never got {what:?}:\n{text}", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// With --log-file every diagnostic goes to the file; the terminal gets
+/// the `-f` line saying the mount is live and the warning about a target
+/// the install does not carry. An ordinary `umount` logs no fuser warning
+/// and the counters once.
+#[test]
+fn log_file_gets_the_log_and_the_terminal_what_its_user_must_see() {
+    require_root();
+    let work = tempdir();
+    let (mnt, log, tty) = (work.path().join("mnt"), work.path().join("daemon.log"), work.path().join("terminal"));
+    fs::create_dir(&mnt).unwrap();
+    /// Kills the daemon and unmounts if the test fails half-way.
+    struct Guard(std::process::Child, PathBuf);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+            if mounted(&self.1) {
+                let _ = Command::new("umount").arg("-l").arg(&self.1).status();
+            }
+        }
+    }
+    let child = Command::new(kpackfs())
+        .args(["mount", "-f"])
+        .arg(demo())
+        .arg(&mnt)
+        .args(["--arch", "gfx1100", "--log-file"])
+        .arg(&log)
+        .args(with_cache_dir(&[]))
+        .env("RUST_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(fs::File::create(&tty).unwrap())
+        .spawn()
+        .unwrap();
+    let mut guard = Guard(child, mnt.clone());
+    let child = &mut guard.0;
+    let start = std::time::Instant::now();
+    while !mounted(&mnt) {
+        assert!(child.try_wait().unwrap().is_none(), "kpackfs exited early: {}", fs::read_to_string(&tty).unwrap_or_default());
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "mount did not come up");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    wait_for_text(&log, "carries no code for it");
+    let unmounted = Command::new("umount").arg(&mnt).status().unwrap().success();
+    let st = child.wait().unwrap();
+    drop(guard);
+    assert!(unmounted && st.success(), "umount {unmounted}, daemon {st}");
+    let terminal = fs::read_to_string(&tty).unwrap();
+    let lines: Vec<&str> = terminal.lines().collect();
+    assert_eq!(lines.len(), 2, "terminal:\n{terminal}");
+    assert!(lines.iter().any(|l| l.starts_with("kpackfs: serving ") && l.ends_with("(Ctrl-C to unmount)")), "terminal:\n{terminal}");
+    let demo = demo();
+    let warning =
+        format!("kpackfs: --arch gfx1100: {} carries no code for it (it carries: gfx1030, gfx906, gfx90a, gfx90a:xnack+, gfx90a:xnack-)", demo.display());
+    assert!(lines.contains(&warning.as_str()), "terminal:\n{terminal}");
+    let text = fs::read_to_string(&log).unwrap();
+    assert!(text.contains(" INFO  kpackfs::mount] serving "), "{text}");
+    assert!(text.contains("carries no code for it"), "{text}");
+    assert!(!text.contains("Failed to umount"), "fuser's spurious warning:\n{text}");
+    assert_eq!(text.matches("counters").count(), 1, "{text}");
+}

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand, ValueEnum};
 
 mod packaging;
+pub mod targets;
 
 use crate::bundle::CcobMethod;
 use crate::data_cache::DiskCache;
@@ -228,7 +229,11 @@ pub enum Loader {
 pub struct ResolveArgs {
     /// A kpack'd (or fat) host binary, e.g. inside a mount or a baked tree.
     pub binary: PathBuf,
-    /// Device ISA, e.g. `gfx90a:sramecc+:xnack-` or `gfx1030`.
+    /// Device ISA, e.g. `gfx90a:sramecc+:xnack-` or `gfx1030`; several
+    /// separated by commas; `auto` for this machine's GPUs. A bare
+    /// processor (`gfx90a`) stands for any device of it: its feature
+    /// variants are tried, the usual setting first, and the first under
+    /// which every wrapper resolves is shown.
     #[arg(long, short = 'a')]
     pub arch: String,
     #[arg(long, value_enum, default_value_t = Loader::Both)]
@@ -407,22 +412,14 @@ pub fn open_view(cfg: ViewConfig, args: &ViewArgs, policy: CopyPolicy) -> Result
     view.with_disk_cache(std::sync::Arc::new(disk), policy).map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))
 }
 
-/// One warning line when the selection matches no code object of the
-/// install at `source` (a typo'd target, or an install built for other
-/// GPUs): the view then serves every binary with empty archives. `None`
-/// when something matches or the install has no device code at all.
-pub fn selection_warning(source: &Path, selection: &Selection) -> Option<String> {
-    // Only code objects count here; database files are merely skipped.
-    let matches = |t: &String, u: &crate::archs::TargetUse| u.code_objects > 0 && TargetId::parse(t).is_ok_and(|t| selection.selects(&t));
-    let r = crate::archs::archs_until(source, Rules::builtin(), &mut |r| r.targets.iter().any(|(t, u)| matches(t, u))).ok()?;
-    let carried: Vec<&String> = r.targets.iter().filter(|(_, u)| u.code_objects > 0).map(|(t, _)| t).collect();
-    if carried.is_empty() {
-        return None;
-    }
-    (!r.targets.iter().any(|(t, u)| matches(t, u))).then(|| {
-        let list: Vec<&str> = carried.iter().map(|t| t.as_str()).collect();
-        format!("--arch {selection} matches no code object in {}; it carries: {}", source.display(), list.join(", "))
-    })
+/// One warning line naming the targets of `selection` that the install at
+/// `source` does not carry (a typo'd target, or an install built for other
+/// GPUs: the view then serves those GPUs no device code), with what it
+/// carries and the nearest name. `None` when every target matches or the
+/// install has no device code at all. See [`targets`].
+pub fn selection_warning(source: &Path, selection: &Selection, rules: &Rules) -> Option<String> {
+    let carried = targets::carried(source, rules, selection);
+    targets::not_carried("--arch", selection, source, &carried)
 }
 
 /// Writes command output to stdout; a reader that went away (`| head`)
@@ -446,9 +443,9 @@ pub(super) fn status_line(s: &str) -> String {
 fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
     let src = source_dir(Some(&args.source))?;
     let cfg = view_config(src.clone(), &args.view, default_naming)?;
-    if let Some(w) = selection_warning(&src, &cfg.selection) {
-        log::warn!("{w}");
-    }
+    // A target the install does not carry would bake libraries without
+    // device code for it: refused before anything is written.
+    targets::require_carried("--arch", &cfg.selection, &src, &cfg.db_rules)?;
     let view = open_view(cfg, &args.view, CopyPolicy::Never)?;
     let start = Instant::now();
     let mut last = Instant::now();
@@ -515,26 +512,122 @@ fn short_hash(b: &[u8]) -> String {
     format!("{h:016x}")
 }
 
+/// One device's resolution by every loader generation asked for.
+type Runs = Vec<(LoaderGen, Vec<resolve::WrapperResolution>)>;
+
+/// Whether every wrapper resolved, identically with every loader.
+fn all_resolved(runs: &Runs) -> bool {
+    let (_, first) = &runs[0];
+    first.iter().enumerate().all(|(i, w)| {
+        let Ok(a) = &w.result else { return false };
+        runs[1..].iter().all(|(_, o)| matches!(o.get(i).map(|o| &o.result), Some(Ok(b)) if a.bytes == b.bytes && a.archive == b.archive))
+    })
+}
+
 fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
-    let isa = TargetId::parse(&args.arch).map_err(|e| Failure::usage(format!("--arch {:?}: {e}", args.arch)))?;
+    if args.binary.is_dir() {
+        return Err(Failure::usage(format!(
+            "{}: is a directory; resolve reads one host binary (e.g. {}/lib/libamdhip64.so)",
+            args.binary.display(),
+            args.binary.display()
+        )));
+    }
+    let expanded = expand_auto(&args.arch)?;
+    let mut devices = Vec::new();
+    for part in expanded.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let isa = TargetId::parse(part).map_err(|e| {
+            Failure::usage(format!("--arch {part:?}: {e} (give a device ISA such as gfx90a:sramecc+:xnack-, several separated by commas, or auto)"))
+        })?;
+        devices.push(isa);
+    }
+    if devices.is_empty() {
+        return Err(Failure::usage("--arch is empty: give a device ISA such as gfx90a:sramecc+:xnack-, or auto"));
+    }
     let env = LoaderEnv::from_env();
     let gens: &[LoaderGen] = match args.loader {
         Loader::Feb2026 => &[LoaderGen::Feb2026],
         Loader::Newest => &[LoaderGen::Newest],
         Loader::Both => &[LoaderGen::Feb2026, LoaderGen::Newest],
     };
-    let mut runs = Vec::new();
-    for g in gens {
-        let r = resolve::resolve(&args.binary, &isa, *g, &env).map_err(|e| Failure::usage(e.to_string()))?;
-        runs.push((*g, r));
+    let mut chosen: Vec<(TargetId, Runs)> = Vec::new();
+    for named in &devices {
+        // A bare processor: the first feature variant under which every
+        // wrapper resolves (else the first variant, to show what fails).
+        let mut tried: Vec<(TargetId, Runs)> = Vec::new();
+        let mut any = false;
+        for v in targets::device_variants(named) {
+            let mut runs = Vec::new();
+            for g in gens {
+                let r = resolve::resolve(&args.binary, &v, *g, &env)
+                    .map_err(|e| Failure::usage(format!("{e}; resolve reads a HIP host binary (a library or executable with device code)")))?;
+                runs.push((*g, r));
+            }
+            any |= runs.iter().any(|(_, r)| r.iter().any(|w| w.result.is_ok()));
+            let ok = all_resolved(&runs);
+            tried.push((v, runs));
+            if ok {
+                let (v, runs) = tried.pop().expect("just pushed");
+                if &v != named {
+                    log::info!("--arch {named}: resolved for a {v} device");
+                }
+                tried = vec![(v, runs)];
+                break;
+            }
+        }
+        if !any {
+            // Nothing at all for this device: say what the binary carries
+            // instead of one ARCHIVE_NOT_FOUND line per wrapper.
+            let c = resolve::carried(&args.binary, &env).map_err(|e| Failure::usage(e.to_string()))?;
+            let sel = Selection { targets: vec![named.clone()] };
+            let looked: Vec<String> = c.searched.iter().map(|p| p.display().to_string()).collect();
+            let looked = if looked.is_empty() { String::new() } else { format!("; archives looked for: {}", looked.join(", ")) };
+            if let Some(msg) = targets::not_carried("--arch", &sel, &args.binary, &c.targets) {
+                return Err(Failure::usage(format!("{msg}{looked}")));
+            }
+            if c.targets.is_empty() && !c.searched.is_empty() {
+                return Err(Failure::runtime(format!(
+                    "--arch {named}: ARCHIVE_NOT_FOUND for every wrapper: no archive of {} was found{looked}; install its device package or set ROCM_KPACK_PATH",
+                    args.binary.display()
+                )));
+            }
+        }
+        let first = tried.into_iter().next().expect("at least one variant");
+        chosen.push(first);
     }
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| Failure::usage(format!("--out {}: {e}", dir.display())))?;
     }
     let mut failed = false;
-    let (_, first) = &runs[0];
     let mut text = String::new();
     use std::fmt::Write as _;
+    for (device, runs) in &chosen {
+        if chosen.len() > 1 || devices.iter().all(|d| d != device) {
+            let _ = writeln!(text, "device {device}");
+        }
+        let out = match (&args.out, chosen.len()) {
+            (Some(d), 1) => Some(d.clone()),
+            (Some(d), _) => {
+                let sub = d.join(device.to_string().replace(':', "_"));
+                std::fs::create_dir_all(&sub).map_err(|e| Failure::runtime(format!("{}: {e}", sub.display())))?;
+                Some(sub)
+            }
+            (None, _) => None,
+        };
+        failed |= !resolve_table(&mut text, runs, out.as_deref())?;
+    }
+    emit(&text)?;
+    if failed {
+        return Err(Failure::runtime("not every wrapper resolved (identically with every loader)"));
+    }
+    Ok(())
+}
+
+/// Appends the table of one device's resolution to `text` (and writes the
+/// code objects to `out`); false when a wrapper failed or loaders disagree.
+fn resolve_table(text: &mut String, runs: &Runs, out: Option<&Path>) -> Result<bool, Failure> {
+    use std::fmt::Write as _;
+    let mut ok = true;
+    let (_, first) = &runs[0];
     let _ = writeln!(text, "{:<6} {:<5} {:<6} {:<60} {:<44} {:<24} {:>10}  fnv64", "wrapper", "magic", "co", "archive", "key", "arch", "bytes");
     for (i, w) in first.iter().enumerate() {
         let magic = match w.kind {
@@ -557,13 +650,13 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
                     r.bytes.len(),
                     short_hash(&r.bytes)
                 );
-                if let Some(dir) = &args.out {
+                if let Some(dir) = out {
                     let p = dir.join(format!("{}.co", w.index));
                     std::fs::write(&p, &r.bytes).map_err(|e| Failure::runtime(format!("{}: {e}", p.display())))?;
                 }
             }
             Err(e) => {
-                failed = true;
+                ok = false;
                 let _ = writeln!(text, "{:<6} {:<5} {:<6} {e}", w.index, magic, w.co_index);
             }
         }
@@ -574,7 +667,7 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
                 _ => false,
             };
             if !same {
-                failed = true;
+                ok = false;
                 let desc = match other.get(i).map(|o| &o.result) {
                     Some(Ok(b)) => format!("{} / {}", b.archive.as_ref().map(|p| p.display().to_string()).unwrap_or_default(), b.arch),
                     Some(Err(e)) => e.to_string(),
@@ -584,11 +677,7 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
             }
         }
     }
-    emit(&text)?;
-    if failed {
-        return Err(Failure::runtime("not every wrapper resolved (identically with every loader)"));
-    }
-    Ok(())
+    Ok(ok)
 }
 
 fn recompress(a: RecompressArgs) -> Result<(), Failure> {

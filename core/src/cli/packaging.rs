@@ -191,6 +191,9 @@ pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Resu
 
 pub(super) fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Failure> {
     let cfg = split_config(&a.component, &a.opts, default_naming)?;
+    if let Some(sel) = &cfg.targets {
+        super::targets::require_carried("--targets", sel, &a.input, &cfg.rules)?;
+    }
     let start = Instant::now();
     let progress = Progress::default();
     let r = with_progress("splitting", a.opts.quiet, &progress, || crate::split::split(&a.input, &a.output, &cfg, &progress)).map_err(split_failure)?;
@@ -223,6 +226,9 @@ pub(super) fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Fail
 pub(super) fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
     let rules = a.db.rules()?;
     let only = a.targets.as_deref().map(|t| Selection::parse(t).map_err(|e| Failure::usage(format!("--targets {t:?}: {e}")))).transpose()?;
+    if let Some(sel) = &only {
+        super::targets::require_carried("--targets", sel, &a.dir, &rules)?;
+    }
     let r = crate::split::verify::verify(&a.dir, a.against.as_deref(), only.as_ref(), &rules).map_err(split_failure)?;
     if a.json {
         let problems: Vec<serde_json::Value> = r.problems.iter().map(|p| serde_json::json!({"check": p.check, "path": p.path, "message": p.message})).collect();
