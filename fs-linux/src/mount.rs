@@ -110,6 +110,12 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
                 }
             }
             k if k.starts_with("x-") || k.starts_with("comment") => {}
+            // `-o arch=gfx90a,gfx1030`: commas separate options here.
+            k if kpackfs_core::target::TargetId::parse(k).is_ok() => {
+                return Err(Failure::usage(format!(
+                    "unknown mount option {k:?}: commas separate options, so repeat arch= for each target (-o arch=…,arch={k})"
+                )))
+            }
             k => return Err(Failure::usage(format!("unknown mount option {k:?}"))),
         }
     }
@@ -344,6 +350,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     // mount (a deadlock) nor inside the source (entries would show up in
     // the view and be watched as source changes).
     if let Some(dir) = args.view.cache_dir() {
+        kpackfs_core::cli::not_a_directory("--cache-dir", &dir)?;
         let canon = std::fs::create_dir_all(&dir)
             .and_then(|()| std::fs::canonicalize(&dir))
             .map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))?;

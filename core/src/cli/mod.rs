@@ -331,6 +331,23 @@ pub fn human(n: u64) -> String {
     }
 }
 
+/// `1 file`, `2 files`: counts in messages read as English.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A usage error when `p` exists but is not a directory: the OS's own
+/// error for that ("File exists", "Not a directory") names neither the
+/// option nor the fix. `what` names the option (`--cache-dir`, `DEST`).
+pub fn not_a_directory(what: &str, p: &Path) -> Result<(), Failure> {
+    match std::fs::metadata(p) {
+        Ok(md) if !md.is_dir() => {
+            Err(Failure::usage(format!("{what} {}: is a file, not a directory; name a directory (it is created if missing)", p.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The source to serve: the given directory, or (`None`, which callers
 /// pass only for `--demo`) the embedded demo install.
 /// Linux resolves symlinks in it; Windows keeps a plain absolute path
@@ -408,7 +425,8 @@ pub fn open_view(cfg: ViewConfig, args: &ViewArgs, policy: CopyPolicy) -> Result
         }
         return Ok(view);
     };
-    let disk = DiskCache::open(&dir, args.cache_dir_size).map_err(|e| Failure::usage(format!("--cache-dir: {e}")))?;
+    not_a_directory("--cache-dir", &dir)?;
+    let disk = DiskCache::open(&dir, args.cache_dir_size).map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))?;
     view.with_disk_cache(std::sync::Arc::new(disk), policy).map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))
 }
 
@@ -441,6 +459,7 @@ pub(super) fn status_line(s: &str) -> String {
 }
 
 fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
+    not_a_directory("DEST", &args.dest)?;
     let src = source_dir(Some(&args.source))?;
     let cfg = view_config(src.clone(), &args.view, default_naming)?;
     // A target the install does not carry would bake libraries without
@@ -449,8 +468,14 @@ fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
     let view = open_view(cfg, &args.view, CopyPolicy::Never)?;
     let start = Instant::now();
     let mut last = Instant::now();
+    // Progress only for a person: piped or logged output gets the summary
+    // line alone, without carriage returns.
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let quiet = args.quiet;
     let mut progress = |p: &crate::bake::Progress<'_>| {
+        if !tty {
+            return;
+        }
         if !quiet && last.elapsed() >= Duration::from_millis(500) {
             last = Instant::now();
             eprint!("{}", status_line(&format!("baking: {} files, {} written — {}", p.report.files, human(p.report.bytes), p.current.display())));
@@ -462,20 +487,22 @@ fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
         other => Failure::runtime(other.to_string()),
     })?;
     if !quiet {
-        eprintln!(
-            "{}",
-            status_line(&format!(
-                "baked {} in {:.2}s: {} files ({} transformed, {} archives), {} symlinks, {} directories, {}",
-                args.dest.display(),
-                start.elapsed().as_secs_f64(),
-                r.files,
-                r.transformed,
-                r.archives,
-                r.symlinks,
-                r.dirs,
-                human(r.bytes)
-            ))
+        let line = format!(
+            "baked {} in {:.2}s: {} ({} transformed, {}), {}, {}, {}",
+            args.dest.display(),
+            start.elapsed().as_secs_f64(),
+            count(r.files, "file", "files"),
+            r.transformed,
+            count(r.archives, "archive", "archives"),
+            count(r.symlinks, "symlink", "symlinks"),
+            count(r.dirs, "directory", "directories"),
+            human(r.bytes)
         );
+        if tty {
+            eprintln!("{}", status_line(&line));
+        } else {
+            eprintln!("{line}");
+        }
     }
     Ok(())
 }
@@ -595,6 +622,7 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
         chosen.push(first);
     }
     if let Some(dir) = &args.out {
+        not_a_directory("--out", dir)?;
         std::fs::create_dir_all(dir).map_err(|e| Failure::usage(format!("--out {}: {e}", dir.display())))?;
     }
     let mut failed = false;
