@@ -480,3 +480,47 @@ fn log_file_gets_the_log_and_the_terminal_what_its_user_must_see() {
     assert!(!text.contains("Failed to umount"), "fuser's spurious warning:\n{text}");
     assert_eq!(text.matches("counters").count(), 1, "{text}");
 }
+
+/// Issue 20 item 8: the source is free once the view is unmounted and its
+/// daemon has exited — nothing (a passthrough backing file, the watchdog
+/// process, a late thread) keeps a loop-mounted image busy. The view is
+/// read through first (every file opened: passthrough backing files,
+/// archives built), with --auto-unmount (the watchdog and fusermount3's
+/// helper run beside the daemon).
+#[test]
+fn a_loop_mounted_source_is_free_when_the_daemon_has_exited() {
+    require_root();
+    let work = tempdir();
+    let (image, src, mnt) = (work.path().join("demo.sqfs"), work.path().join("src"), work.path().join("mnt"));
+    fs::create_dir(&src).unwrap();
+    fs::create_dir(&mnt).unwrap();
+    let st = Command::new("mksquashfs")
+        .arg(demo())
+        .arg(&image)
+        .args(["-quiet", "-noappend"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("mksquashfs (apt-get install squashfs-tools)");
+    assert!(st.success());
+    assert!(Command::new("mount").args(["-o", "loop,ro"]).arg(&image).arg(&src).status().unwrap().success(), "loop mount");
+    /// Unmounts the image (and the view) whatever happens.
+    struct Image(PathBuf, PathBuf);
+    impl Drop for Image {
+        fn drop(&mut self) {
+            for p in [&self.1, &self.0] {
+                if mounted(p) {
+                    let _ = Command::new("umount").arg("-l").arg(p).status();
+                }
+            }
+        }
+    }
+    let _image = Image(src.clone(), mnt.clone());
+    let mut m = Mount::at(Some(&src), &mnt, "gfx90a", &["--auto-unmount"]);
+    let _ = snapshot(&m.mnt);
+    // An operator's unmount, then the daemon's exit.
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    let mut child = m.child.take().expect("daemon");
+    assert!(child.wait().unwrap().success());
+    let out = Command::new("umount").arg(&src).output().unwrap();
+    assert!(out.status.success(), "the image is still busy after the daemon exited: {}", String::from_utf8_lossy(&out.stderr));
+}
