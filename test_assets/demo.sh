@@ -17,8 +17,8 @@ else
 fi
 if mountpoint -q "$MNT" 2>/dev/null; then umount "$MNT"; fi
 mkdir -p "$MNT"
-# No SOURCE: kpackfs serves its embedded copy of test_assets/demo-install.
-"$K" mount "$MNT" --arch "$ARCH"
+# --demo: kpackfs serves its embedded copy of test_assets/demo-install.
+"$K" mount --demo "$MNT" --arch "$ARCH"
 sizes() { (cd "$1" && find . \( -type f -o -type l \) -printf '%10s  %p %l\n' | sort -k2); }
 echo "== the fat demo install (test_assets/demo-install): targets it carries"
 "$K" archs test_assets/demo-install

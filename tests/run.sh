@@ -10,5 +10,5 @@
 # No hipcc is needed: test assets are committed (test_assets/build.sh rebuilds them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash .ci/apt-need.sh tests/run.sh fuse3 libzstd-dev pkg-config gcc libc6-dev binutils clang-tools-15 librocsparse0 librocrand1 python3 python3-pip util-linux
+bash .ci/apt-need.sh tests/run.sh fuse3 libzstd-dev pkg-config gcc libc6-dev binutils clang-tools-15 librocsparse0 librocrand1 python3 python3-pip util-linux squashfs-tools
 exec cargo test --workspace --locked --no-fail-fast "$@"

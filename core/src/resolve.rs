@@ -266,3 +266,78 @@ fn fat_choice(src: &dyn ReadAt, w: &RawWrapper, arch_list: &[TargetId]) -> Resul
     }
     Err(LoadError::ArchNotFound)
 }
+
+/// What a binary's wrappers can reach: the targets its fat bundles or its
+/// markers' archives carry, and the archive paths the markers name (with
+/// `@GFXARCH@` left in), for messages when a device gets nothing.
+#[derive(Debug, Default)]
+pub struct Carried {
+    pub targets: std::collections::BTreeSet<String>,
+    pub searched: Vec<PathBuf>,
+}
+
+/// [`Carried`] for `binary`, found the way [`resolve_each`] looks: the
+/// markers' search paths from the binary's real directory (or the
+/// `ROCM_KPACK_PATH…` variables), every archive whose name fits the
+/// `@GFXARCH@` pattern, and the fat wrappers' bundles.
+pub fn carried(binary: &Path, env: &LoaderEnv) -> Result<Carried, ResolveError> {
+    let io_err = |e| ResolveError::Io(binary.to_path_buf(), e);
+    let real = binary.canonicalize().map_err(io_err)?;
+    let file = File::open(&real).map_err(io_err)?;
+    let wrappers = host::wrappers(&file).map_err(|e| match e {
+        HostError::NotHost => ResolveError::Format(binary.to_path_buf()),
+        HostError::NoWrappers => ResolveError::NoWrappers(binary.to_path_buf()),
+        HostError::Io(e) => ResolveError::Io(binary.to_path_buf(), e),
+        HostError::Format(m) => ResolveError::Host(binary.to_path_buf(), m),
+    })?;
+    let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let mut out = Carried::default();
+    let add_archive = |p: &Path, out: &mut Carried| {
+        if let Ok(a) = File::open(p).and_then(|f| Archive::open(&f).map_err(io::Error::other)) {
+            out.targets.extend(a.toc.gfx_arches.iter().cloned());
+        }
+    };
+    for w in wrappers {
+        match w.wrapper.kind() {
+            WrapperKind::Kpacked => {
+                let Some(off) = w.pointer_offset else { continue };
+                let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
+                let Ok(marker) = read_vec_at(&file, off, n).map_err(|e| e.to_string()).and_then(|b| Marker::decode(&b).map_err(|e| e.to_string())) else {
+                    continue;
+                };
+                // The pattern itself: `candidates` with a placeholder target.
+                let patterns = candidates(&marker, &dir, &[], env);
+                let templated = marker.search_paths.iter().filter(|_| env.path.is_empty()).map(|sp| {
+                    let p = Path::new(sp);
+                    weakly_canonical(&if p.is_absolute() { p.to_path_buf() } else { dir.join(p) })
+                });
+                for p in patterns.into_iter().chain(templated) {
+                    if out.searched.contains(&p) {
+                        continue;
+                    }
+                    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    match name.split_once("@GFXARCH@") {
+                        Some((pre, post)) => {
+                            let parent = p.parent().unwrap_or(Path::new("/"));
+                            for e in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+                                let n = e.file_name().to_string_lossy().into_owned();
+                                if n.len() > pre.len() + post.len() && n.starts_with(pre) && n.ends_with(post) {
+                                    add_archive(&e.path(), &mut out);
+                                }
+                            }
+                        }
+                        None => add_archive(&p, &mut out),
+                    }
+                    out.searched.push(p);
+                }
+            }
+            WrapperKind::Fat => {
+                let Some(off) = w.pointer_offset else { continue };
+                let objs = bundle::parse_chunk(&file, off, off + w.mapped_len).and_then(|c| bundle::chunk_objects(&file, &c, w.index as usize));
+                out.targets.extend(objs.into_iter().flatten().map(|o| o.arch));
+            }
+            WrapperKind::Other(_) => {}
+        }
+    }
+    Ok(out)
+}

@@ -17,8 +17,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Mount SOURCE (default: the embedded demo install) at MOUNTPOINT as a
-    /// view for the selected targets.
+    /// Mount SOURCE at MOUNTPOINT as a view for the selected targets
+    /// (`--demo MOUNTPOINT`: the embedded demo install).
     Mount(MountArgs),
     #[command(flatten)]
     Common(CommonCommand),
@@ -34,9 +34,17 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct MountArgs {
-    /// `[SOURCE] MOUNTPOINT`
+    /// `SOURCE MOUNTPOINT` (with --demo: `MOUNTPOINT`)
     #[arg(value_name = "PATHS", num_args = 1..=2, required = true)]
     pub paths: Vec<PathBuf>,
+    /// Serve the embedded demo install (a small fat prefix built into
+    /// kpackfs) instead of a SOURCE: `kpackfs mount --demo MOUNTPOINT`.
+    #[arg(long)]
+    pub demo: bool,
+    /// Mount over a directory that is not empty (its entries are hidden
+    /// while the view is mounted); also `-o nonempty`.
+    #[arg(long)]
+    pub nonempty: bool,
     #[command(flatten)]
     pub view: ViewArgs,
     /// Serve several views from one daemon, each in MOUNTPOINT/<target>/:
@@ -76,7 +84,7 @@ pub struct MountArgs {
     /// it for several targets), view=… (repeat per view), allow_other,
     /// auto_unmount, cache_size=…, threads=…, ttl=…, archive_names=…,
     /// archive_compression=…, cache_dir=…, cache_dir_size=…, materialize,
-    /// no_passthrough, log_file=…, foreground, db_rules=FILE; generic mount options
+    /// no_passthrough, nonempty, log_file=…, foreground, db_rules=FILE; generic mount options
     /// (ro, nodev, nosuid, noatime, defaults, nofail, _netdev, x-*) are accepted.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,

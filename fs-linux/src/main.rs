@@ -8,6 +8,8 @@ mod cli;
 mod fuse;
 mod generate;
 #[cfg(target_os = "linux")]
+mod logging;
+#[cfg(target_os = "linux")]
 mod mount;
 #[cfg(target_os = "linux")]
 mod watch;
@@ -37,12 +39,24 @@ fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // clap would suggest `mount` for these: the opposite of what was meant.
+    if let Some(cmd) = args.get(1).and_then(|a| a.to_str()).filter(|a| matches!(*a, "umount" | "unmount")) {
+        eprintln!("kpackfs: there is no {cmd} command: unmount a view with `umount MOUNTPOINT` (as a user: `fusermount3 -u MOUNTPOINT`)");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse_from(normalize_args(args));
+    // A mount logging to a file gets no colour codes in it.
+    #[cfg(target_os = "linux")]
+    logging::init(matches!(&cli.cmd, Command::Mount(m) if m.log_file.is_some() || m.options.iter().any(|o| o.contains("log_file="))));
+    #[cfg(not(target_os = "linux"))]
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).format_timestamp_millis().init();
-    let cli = Cli::parse_from(normalize_args(std::env::args_os().collect()));
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("kpackfs: {}", f.msg);
+            #[cfg(target_os = "linux")]
+            logging::tell_terminal(&f.msg);
             ExitCode::from(f.code)
         }
     }

@@ -55,6 +55,7 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
             "threads" => args.threads = need(k, v)?.parse().map_err(|_| Failure::usage("-o threads needs a number"))?,
             "ttl" => args.ttl = need(k, v)?.parse().map_err(|_| Failure::usage("-o ttl needs seconds"))?,
             "no_passthrough" => args.no_passthrough = true,
+            "nonempty" => args.nonempty = true,
             "archive_names" => {
                 args.view.archive_names = Some(match need(k, v)? {
                     "target" => Naming::Target,
@@ -109,6 +110,12 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
                 }
             }
             k if k.starts_with("x-") || k.starts_with("comment") => {}
+            // `-o arch=gfx90a,gfx1030`: commas separate options here.
+            k if kpackfs_core::target::TargetId::parse(k).is_ok() => {
+                return Err(Failure::usage(format!(
+                    "unknown mount option {k:?}: commas separate options, so repeat arch= for each target (-o arch=…,arch={k})"
+                )))
+            }
             k => return Err(Failure::usage(format!("unknown mount option {k:?}"))),
         }
     }
@@ -262,12 +269,50 @@ fn inherited_ignore(sig: i32) -> bool {
     }
 }
 
+/// Refuses a mountpoint that would hide or loop on the install: the
+/// source itself, a directory inside it or one containing it, and (unless
+/// `nonempty`) a directory with entries, whose contents the mount would
+/// hide from every process on the machine (FUSE tools refuse it alike).
+fn check_mountpoint(src: &Path, mnt: &Path, nonempty: bool) -> Result<(), Failure> {
+    if mnt == src {
+        return Err(Failure::usage(format!("mountpoint {} is the source: the view would hide the install; mount it elsewhere", mnt.display())));
+    }
+    if mnt.starts_with(src) {
+        return Err(Failure::usage(format!("mountpoint {} lies inside the source {}; mount the view outside it", mnt.display(), src.display())));
+    }
+    // The daemon must never reach its own mount: a worker waiting on a
+    // request to its own filesystem can deadlock the mount.
+    if src.starts_with(mnt) {
+        return Err(Failure::usage(format!("source {} lies inside the mountpoint {}; mount the view outside it", src.display(), mnt.display())));
+    }
+    if !nonempty {
+        let mut entries = std::fs::read_dir(mnt).map_err(|e| Failure::usage(format!("mountpoint {}: {e}", mnt.display())))?;
+        if let Some(first) = entries.next() {
+            let name = first.map(|e| e.file_name().to_string_lossy().into_owned()).unwrap_or_default();
+            return Err(Failure::usage(format!(
+                "mountpoint {} is not empty (it holds {name:?}…) and the view would hide it; use an empty directory, or -o nonempty (--nonempty) to mount over it",
+                mnt.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     apply_options(&mut args)?;
-    let (source, mnt) = match args.paths.as_slice() {
-        [m] => (None, m.clone()),
-        [s, m] => (Some(s.clone()), m.clone()),
-        _ => return Err(Failure::usage("usage: kpackfs mount [SOURCE] MOUNTPOINT --arch TARGET")),
+    // The embedded demo only when asked for by name: a forgotten SOURCE
+    // (`mount /opt/rocm --arch …`) must never mount the demo over the install.
+    let (source, mnt) = match (args.demo, args.paths.as_slice()) {
+        (false, [s, m]) => (Some(s.clone()), m.clone()),
+        (true, [m]) => (None, m.clone()),
+        (false, [p]) => {
+            return Err(Failure::usage(format!(
+                "mount needs SOURCE and MOUNTPOINT, got only {} (kpackfs mount SOURCE MOUNTPOINT --arch …; --demo MOUNTPOINT mounts the embedded demo install)",
+                p.display()
+            )))
+        }
+        (true, _) => return Err(Failure::usage("--demo serves the embedded demo install: give only the MOUNTPOINT, not a SOURCE")),
+        _ => return Err(Failure::usage("usage: kpackfs mount SOURCE MOUNTPOINT --arch TARGET")),
     };
     let src = source_dir(source.as_deref())?;
     // `--views a,b+c`: one view per item (`+` joins targets of one view);
@@ -300,18 +345,12 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     if is_mountpoint(&mnt) {
         return Err(Failure::usage(format!("mountpoint {} is busy: something is already mounted there", mnt.display())));
     }
-    if mnt.starts_with(&src) {
-        return Err(Failure::usage(format!("mountpoint {} lies inside the source {}", mnt.display(), src.display())));
-    }
-    // The daemon must never reach its own mount: a worker waiting on a
-    // request to its own filesystem can deadlock the mount.
-    if src.starts_with(&mnt) {
-        return Err(Failure::usage(format!("source {} lies inside the mountpoint {}", src.display(), mnt.display())));
-    }
+    check_mountpoint(&src, &mnt, args.nonempty)?;
     // The cache directory is written by the daemon: never inside its own
     // mount (a deadlock) nor inside the source (entries would show up in
     // the view and be watched as source changes).
     if let Some(dir) = args.view.cache_dir() {
+        kpackfs_core::cli::not_a_directory("--cache-dir", &dir)?;
         // kpackfs's own directory there, refused if a symlink, before any
         // path is resolved (as `bake` does).
         let own = kpackfs_core::data_cache::own_dir(&dir).map_err(|e| Failure::usage(format!("--cache-dir: {e}")))?;
@@ -347,15 +386,34 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     }
     let mut signals = signal_hook::iterator::Signals::new(&sigs).map_err(|e| Failure::runtime(format!("signal handling: {e}")))?;
     let detached = std::env::var_os(READY_ENV).is_some();
-    let log = if detached { Some(open_log(args.log_file.as_deref())?) } else { None };
+    // From here on everything goes to the log file when there is one; the
+    // terminal keeps only what its user must see (logging::tell_terminal).
+    let log_file = match &args.log_file {
+        Some(p) => {
+            let f = open_log(Some(p))?;
+            crate::logging::to_file(&f);
+            Some(f)
+        }
+        None => None,
+    };
+    let log = match log_file {
+        Some(f) => Some(f),
+        None if detached => Some(open_log(None)?),
+        None => None,
+    };
     // Whether the selection matches anything is told once, in the
     // background: the scan reads every binary's bundle headers.
-    let (check_src, check_sels) = (src.clone(), std::iter::once(&cfg).chain(&more).map(|c| c.selection.clone()).collect::<Vec<_>>());
+    let (check_src, check_rules, check_sels) =
+        (src.clone(), cfg.db_rules.clone(), std::iter::once(&cfg).chain(&more).map(|c| c.selection.clone()).collect::<Vec<_>>());
     let check = std::thread::Builder::new()
         .name("kpackfs-check".into())
         .spawn(move || {
             for sel in &check_sels {
-                if let Some(w) = selection_warning(&check_src, sel) {
+                // The view is still mounted (an operator may mount before
+                // the libraries arrive), but the person who ran it is told.
+                if let Some(w) = selection_warning(&check_src, sel, &check_rules) {
+                    // Terminal first: once the log has the line, so has the terminal.
+                    crate::logging::tell_terminal(&w);
                     log::warn!("{w}");
                 }
             }
@@ -436,27 +494,36 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         })
         .map_err(|e| Failure::runtime(e.to_string()))?;
 
-    if let Some(log) = &log {
+    if detached {
         // Give the selection check a moment, so its warning reaches the
         // terminal that ran `mount` rather than only the log.
         let until = std::time::Instant::now() + Duration::from_millis(500);
         while !check.is_finished() && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let mut out = std::io::stdout();
-        let _ = writeln!(out, "ready");
-        let _ = out.flush();
-        redirect_stdio(log);
+        if let Some(log) = &log {
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "ready");
+            let _ = out.flush();
+            redirect_stdio(log);
+        }
+        crate::logging::release_terminal();
         // A daemon pins no directory (every path it uses is absolute).
         let _ = std::env::set_current_dir("/");
-    } else if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!("kpackfs: serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.selections());
+    } else {
+        // `-f`: one line once the mount is live, wherever stderr goes.
+        let live = format!("serving {} at {} for {} (Ctrl-C to unmount)", src.display(), mnt.display(), view.selections());
+        if crate::logging::has_terminal() {
+            crate::logging::tell_terminal(&live);
+        } else {
+            eprintln!("kpackfs: {live}");
+        }
     }
     let r = session.run();
     // The session can end with the mount still attached: with
     // --auto-unmount, fusermount's watchdog unmounts without MNT_DETACH and
     // gives up if the mount is busy. Never leave a dead mount behind.
     detach_if_still_mounted(&mnt, "still attached after the session ended");
-    log::info!("counters at unmount:\n{}", view.stats());
+    // (The counters were logged by the filesystem's destroy.)
     r.map_err(|e| Failure::runtime(format!("FUSE session: {e}")))
 }

@@ -18,7 +18,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Mount SOURCE (default: the embedded demo install) at MOUNTPOINT (a
+    /// Mount SOURCE (`--demo`: the embedded demo install) at MOUNTPOINT (a
     /// drive letter such as `K:` or an empty NTFS directory) as a read-only
     /// view for the selected targets. Ctrl-C unmounts.
     Mount(MountArgs),
@@ -32,9 +32,12 @@ pub const WINDOWS_NAMING: Naming = Naming::Processor;
 
 #[derive(Debug, Args)]
 pub struct MountArgs {
-    /// `[SOURCE] MOUNTPOINT`
+    /// `SOURCE MOUNTPOINT` (with --demo: `MOUNTPOINT`)
     #[arg(value_name = "PATHS", num_args = 1..=2, required = true)]
     pub paths: Vec<PathBuf>,
+    /// Serve the embedded demo install instead of a SOURCE.
+    #[arg(long)]
+    pub demo: bool,
     #[command(flatten)]
     pub view: ViewArgs,
     /// Accepted for compatibility with the Linux CLI: on Windows the mount

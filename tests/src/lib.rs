@@ -86,7 +86,7 @@ pub struct Mount {
 }
 
 impl Mount {
-    /// Mounts `source` (None: the embedded demo) for `arch` with extra args.
+    /// Mounts `source` (None: the embedded demo, `--demo`) for `arch` with extra args.
     pub fn new(source: Option<&Path>, arch: &str, extra: &[&str]) -> Mount {
         let dir = tempdir();
         let mnt = dir.path().join("mnt");
@@ -127,9 +127,10 @@ impl Mount {
         let mut cmd = Command::new(kpackfs());
         cmd.envs(env.iter().copied());
         cmd.arg("mount").arg("-f");
-        if let Some(s) = source {
-            cmd.arg(s);
-        }
+        match source {
+            Some(s) => cmd.arg(s),
+            None => cmd.arg("--demo"),
+        };
         cmd.arg(mnt);
         // An empty `arch`: the extra arguments select (e.g. `--views`).
         if !arch.is_empty() {

@@ -24,11 +24,22 @@ const LIBDIR: &str = "/usr/lib/x86_64-linux-gnu";
 const BUNDLER: &str = "/usr/lib/llvm-15/bin/clang-offload-bundler";
 const MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 
-fn require_inputs() {
+/// Checks the inputs exist and returns a lock held for the test's run:
+/// the tests hard-link the system libraries, and linking or unlinking
+/// changes the shared inode's ctime, which a split running at that moment
+/// rightly reports as "changed while being split". One test at a time
+/// (in this process and in any other test run on the machine) uses them.
+fn require_inputs() -> fs::File {
     for lib in ["librocsparse.so.0.1", "librocrand.so.1.1"] {
         assert!(Path::new(LIBDIR).join(lib).is_file(), "{LIBDIR}/{lib} missing: apt-get install librocsparse0 librocrand1");
     }
     assert!(Path::new(BUNDLER).is_file(), "{BUNDLER} missing: apt-get install clang-15");
+    // The lock is on the library itself (flock changes no time stamp), so
+    // the test leaves no lock file behind.
+    let lock = fs::File::open(Path::new(LIBDIR).join("librocsparse.so.0.1")).expect("open the library");
+    // SAFETY: flock on a descriptor owned by `lock`; released when it is dropped.
+    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) }, 0, "flock");
+    lock
 }
 
 /// (offset, size) of `.hip_fatbin`, as binutils reads it.
@@ -118,7 +129,7 @@ fn source() -> TempDir {
 
 #[test]
 fn baked_debian_libraries_resolve_to_clang_offload_bundler_objects() {
-    require_inputs();
+    let _inputs = require_inputs();
     let src = source();
     let work = tempdir();
     let targets = ["gfx90a:xnack-", "gfx1030"];
@@ -162,7 +173,7 @@ fn baked_debian_libraries_resolve_to_clang_offload_bundler_objects() {
 /// generations, to clang-offload-bundler's object for the target.
 #[test]
 fn split_and_recombined_debian_libraries_resolve_to_clang_offload_bundler_objects() {
-    require_inputs();
+    let _inputs = require_inputs();
     let art = tempdir();
     for (prefix, file) in [("sparse/stage", "librocsparse.so.0.1"), ("rand/stage", "librocrand.so.1.1")] {
         let lib = art.path().join(prefix).join("lib");

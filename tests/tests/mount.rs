@@ -65,7 +65,7 @@ fn arch_auto_serves_the_machines_targets() {
 }
 
 #[test]
-fn embedded_demo_is_served_without_a_source() {
+fn embedded_demo_is_served_with_demo() {
     require_root();
     let m = Mount::new(None, "gfx1030", &[]);
     let baked = bake(&demo(), "gfx1030", &[]);
@@ -327,4 +327,200 @@ fn materialized_copies_are_served_by_the_kernel_and_identical() {
     }
     assert_eq!(reads(), before, "reads reached the daemon although the copies exist");
     assert_same_tree(&snapshot(&m.mnt), &snapshot(&baked.path().join("out")), "materialized mount vs bake");
+}
+
+/// An install-looking directory (like /opt/rocm) in a fresh tempdir.
+fn fake_install() -> (TempDir, PathBuf) {
+    let dir = tempdir();
+    let inst = dir.path().join("rocm");
+    fs::create_dir_all(inst.join("lib")).unwrap();
+    fs::write(inst.join("lib/libamdhip64.so"), b"the install").unwrap();
+    (dir, inst)
+}
+
+/// Unmounts `mnt` if a (broken) kpackfs mounted something there.
+fn unmount_stray(mnt: &Path) -> bool {
+    let was = mounted(mnt);
+    if was {
+        let _ = Command::new("umount").arg("-l").arg(mnt).status();
+    }
+    was
+}
+
+#[test]
+fn forgotten_source_never_mounts_the_demo_over_the_install() {
+    require_root();
+    let (_dir, inst) = fake_install();
+    let cache = tempdir();
+    // `kpackfs mount /opt/rocm --arch gfx90a` and mount(8)'s bare form.
+    for argv in [vec!["mount".as_ref(), inst.as_os_str()], vec![inst.as_os_str()]] {
+        let out = Command::new(kpackfs()).args(&argv).args(["--arch", "gfx90a", "--cache-dir"]).arg(cache.path()).output().unwrap();
+        let stray = unmount_stray(&inst);
+        assert!(!stray, "kpackfs {argv:?} mounted over the install");
+        assert_eq!(out.status.code(), Some(2), "{argv:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(fs::read(inst.join("lib/libamdhip64.so")).unwrap(), b"the install");
+    }
+    // Asked for by name, the demo is served.
+    let m = Mount::new(None, "gfx1030", &[]);
+    assert!(m.path("lib/.kpack/libdemo.so.1.0_gfx1030.kpack").is_file());
+}
+
+#[test]
+fn nonempty_mountpoint_needs_nonempty() {
+    require_root();
+    let (_dir, inst) = fake_install();
+    let cache = tempdir();
+    let out = Command::new(kpackfs()).arg("mount").arg(demo()).arg(&inst).args(["--arch", "gfx90a", "--cache-dir"]).arg(cache.path()).output().unwrap();
+    let stray = unmount_stray(&inst);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!stray, "mounted over a non-empty directory");
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not empty") && err.contains("nonempty") && err.contains(&*inst.to_string_lossy()) && err.lines().count() == 1, "{err}");
+    // Asked for, it mounts over it (and hides its entries while mounted).
+    for opt in [&["-o", "nonempty"][..], &["--nonempty"]] {
+        let m = Mount::at(Some(&demo()), &inst, "gfx90a", opt);
+        assert!(m.path("lib/libdemo.so.1.0").is_file(), "{opt:?}");
+        assert!(!m.path("lib/libamdhip64.so").exists(), "{opt:?}");
+    }
+    assert_eq!(fs::read(inst.join("lib/libamdhip64.so")).unwrap(), b"the install");
+}
+
+#[test]
+fn mountpoint_equal_to_inside_or_containing_the_source_is_refused() {
+    require_root();
+    let (dir, inst) = fake_install();
+    let cache = tempdir();
+    let empty = inst.join("empty");
+    fs::create_dir(&empty).unwrap();
+    // (source, mountpoint, what the one line says)
+    let cases = [(&inst, &inst, "is the source"), (&inst, &empty, "inside the source"), (&inst, &dir.path().to_path_buf(), "lies inside the mountpoint")];
+    for (src, mnt, want) in cases {
+        let out =
+            Command::new(kpackfs()).arg("mount").arg(src).arg(mnt).args(["--arch", "gfx90a", "--nonempty", "--cache-dir"]).arg(cache.path()).output().unwrap();
+        let stray = unmount_stray(mnt);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!stray, "mounted {} at {}", src.display(), mnt.display());
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want) && err.lines().count() == 1, "{} at {}: {err}", src.display(), mnt.display());
+    }
+}
+
+/// Polls `path` until it contains `what` (the daemon writes it; the
+/// deadline only turns a hang into a failure).
+fn wait_for_text(path: &Path, what: &str) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let text = fs::read_to_string(path).unwrap_or_default();
+        if text.contains(what) {
+            return text;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(30), "{} never got {what:?}:\n{text}", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// With --log-file every diagnostic goes to the file; the terminal gets
+/// the `-f` line saying the mount is live and the warning about a target
+/// the install does not carry. An ordinary `umount` logs no fuser warning
+/// and the counters once.
+#[test]
+fn log_file_gets_the_log_and_the_terminal_what_its_user_must_see() {
+    require_root();
+    let work = tempdir();
+    let (mnt, log, tty) = (work.path().join("mnt"), work.path().join("daemon.log"), work.path().join("terminal"));
+    fs::create_dir(&mnt).unwrap();
+    /// Kills the daemon and unmounts if the test fails half-way.
+    struct Guard(std::process::Child, PathBuf);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+            if mounted(&self.1) {
+                let _ = Command::new("umount").arg("-l").arg(&self.1).status();
+            }
+        }
+    }
+    let child = Command::new(kpackfs())
+        .args(["mount", "-f"])
+        .arg(demo())
+        .arg(&mnt)
+        .args(["--arch", "gfx1100", "--log-file"])
+        .arg(&log)
+        .args(with_cache_dir(&[]))
+        .env("RUST_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(fs::File::create(&tty).unwrap())
+        .spawn()
+        .unwrap();
+    let mut guard = Guard(child, mnt.clone());
+    let child = &mut guard.0;
+    let start = std::time::Instant::now();
+    while !mounted(&mnt) {
+        assert!(child.try_wait().unwrap().is_none(), "kpackfs exited early: {}", fs::read_to_string(&tty).unwrap_or_default());
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "mount did not come up");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    wait_for_text(&log, "carries no code for it");
+    let unmounted = Command::new("umount").arg(&mnt).status().unwrap().success();
+    let st = child.wait().unwrap();
+    drop(guard);
+    assert!(unmounted && st.success(), "umount {unmounted}, daemon {st}");
+    let terminal = fs::read_to_string(&tty).unwrap();
+    let lines: Vec<&str> = terminal.lines().collect();
+    assert_eq!(lines.len(), 2, "terminal:\n{terminal}");
+    assert!(lines.iter().any(|l| l.starts_with("kpackfs: serving ") && l.ends_with("(Ctrl-C to unmount)")), "terminal:\n{terminal}");
+    let demo = demo();
+    let warning =
+        format!("kpackfs: --arch gfx1100: {} carries no code for it (it carries: gfx1030, gfx906, gfx90a, gfx90a:xnack+, gfx90a:xnack-)", demo.display());
+    assert!(lines.contains(&warning.as_str()), "terminal:\n{terminal}");
+    let text = fs::read_to_string(&log).unwrap();
+    assert!(text.contains(" INFO  kpackfs::mount] serving "), "{text}");
+    assert!(text.contains("carries no code for it"), "{text}");
+    assert!(!text.contains("Failed to umount"), "fuser's spurious warning:\n{text}");
+    assert_eq!(text.matches("counters").count(), 1, "{text}");
+}
+
+/// Issue 20 item 8: the source is free once the view is unmounted and its
+/// daemon has exited — nothing (a passthrough backing file, the watchdog
+/// process, a late thread) keeps a loop-mounted image busy. The view is
+/// read through first (every file opened: passthrough backing files,
+/// archives built), with --auto-unmount (the watchdog and fusermount3's
+/// helper run beside the daemon).
+#[test]
+fn a_loop_mounted_source_is_free_when_the_daemon_has_exited() {
+    require_root();
+    let work = tempdir();
+    let (image, src, mnt) = (work.path().join("demo.sqfs"), work.path().join("src"), work.path().join("mnt"));
+    fs::create_dir(&src).unwrap();
+    fs::create_dir(&mnt).unwrap();
+    let st = Command::new("mksquashfs")
+        .arg(demo())
+        .arg(&image)
+        .args(["-quiet", "-noappend"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("mksquashfs (apt-get install squashfs-tools)");
+    assert!(st.success());
+    assert!(Command::new("mount").args(["-o", "loop,ro"]).arg(&image).arg(&src).status().unwrap().success(), "loop mount");
+    /// Unmounts the image (and the view) whatever happens.
+    struct Image(PathBuf, PathBuf);
+    impl Drop for Image {
+        fn drop(&mut self) {
+            for p in [&self.1, &self.0] {
+                if mounted(p) {
+                    let _ = Command::new("umount").arg("-l").arg(p).status();
+                }
+            }
+        }
+    }
+    let _image = Image(src.clone(), mnt.clone());
+    let mut m = Mount::at(Some(&src), &mnt, "gfx90a", &["--auto-unmount"]);
+    let _ = snapshot(&m.mnt);
+    // An operator's unmount, then the daemon's exit.
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    let mut child = m.child.take().expect("daemon");
+    assert!(child.wait().unwrap().success());
+    let out = Command::new("umount").arg(&src).output().unwrap();
+    assert!(out.status.success(), "the image is still busy after the daemon exited: {}", String::from_utf8_lossy(&out.stderr));
 }

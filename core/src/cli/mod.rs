@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand, ValueEnum};
 
 mod packaging;
+pub mod targets;
 
 use crate::bundle::CcobMethod;
 use crate::data_cache::DiskCache;
@@ -53,8 +54,11 @@ pub enum CommonCommand {
     /// List the GPU targets an install carries, or (--machine) this
     /// machine's GPUs and what `--arch auto` resolves to.
     Archs {
-        /// Install to scan (default: the embedded demo install).
+        /// Install to scan.
         source: Option<PathBuf>,
+        /// Scan the embedded demo install (what `mount --demo` serves).
+        #[arg(long, conflicts_with_all = ["source", "machine"])]
+        demo: bool,
         /// Show this machine's GPUs and what `--arch auto` resolves to.
         ///
         /// One line per GPU node of the kernel's KFD topology with the
@@ -225,7 +229,11 @@ pub enum Loader {
 pub struct ResolveArgs {
     /// A kpack'd (or fat) host binary, e.g. inside a mount or a baked tree.
     pub binary: PathBuf,
-    /// Device ISA, e.g. `gfx90a:sramecc+:xnack-` or `gfx1030`.
+    /// Device ISA, e.g. `gfx90a:sramecc+:xnack-` or `gfx1030`; several
+    /// separated by commas; `auto` for this machine's GPUs. A bare
+    /// processor (`gfx90a`) stands for any device of it: its feature
+    /// variants are tried, the usual setting first, and the first under
+    /// which every wrapper resolves is shown.
     #[arg(long, short = 'a')]
     pub arch: String,
     #[arg(long, value_enum, default_value_t = Loader::Both)]
@@ -270,15 +278,42 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     num.parse::<u64>().map_err(|_| format!("bad size {s:?}"))?.checked_mul(mult).ok_or_else(|| format!("size {s:?} too large"))
 }
 
-/// Rewrites `kpackfs SOURCE MOUNTPOINT -o …` (how `mount.fuse3` calls a
-/// `fuse.kpackfs` filesystem) into `kpackfs mount …`.
+/// Rewrites mount(8)'s helper invocation `kpackfs SOURCE MOUNTPOINT -o
+/// OPTS` (how `mount.fuse3` runs a `fuse.kpackfs` filesystem) into
+/// `kpackfs mount SOURCE MOUNTPOINT -o OPTS`. Only that exact shape is
+/// rewritten — two paths, then one or more `-o OPTS` — so that anything
+/// else (`kpackfs inpsect f.so`, `kpackfs status`, a forgotten `mount`)
+/// reaches clap, which names the unknown command and suggests the nearest
+/// one, instead of becoming a mount.
 pub fn normalize_args(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
-        if !first.starts_with('-') && !SUBCOMMANDS.contains(&first) {
-            args.insert(1, "mount".into());
-        }
+    if is_helper_form(args.get(1..).unwrap_or_default()) {
+        args.insert(1, "mount".into());
     }
     args
+}
+
+/// `SOURCE MOUNTPOINT (-o OPTS | -oOPTS)…`, as `mount.fuse3` builds it.
+fn is_helper_form(rest: &[std::ffi::OsString]) -> bool {
+    let path = |a: &std::ffi::OsString| {
+        let s = a.to_string_lossy();
+        !s.is_empty() && !s.starts_with('-') && !SUBCOMMANDS.contains(&s.as_ref())
+    };
+    let [src, mnt, opts @ ..] = rest else { return false };
+    if !path(src) || !path(mnt) || opts.is_empty() {
+        return false;
+    }
+    let mut i = 0;
+    while i < opts.len() {
+        let o = opts[i].to_string_lossy();
+        if o == "-o" && i + 1 < opts.len() {
+            i += 2;
+        } else if o.len() > 2 && o.starts_with("-o") {
+            i += 1;
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 pub fn human(n: u64) -> String {
@@ -296,7 +331,25 @@ pub fn human(n: u64) -> String {
     }
 }
 
-/// The source to serve: the given directory, or the embedded demo install.
+/// `1 file`, `2 files`: counts in messages read as English.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A usage error when `p` exists but is not a directory: the OS's own
+/// error for that ("File exists", "Not a directory") names neither the
+/// option nor the fix. `what` names the option (`--cache-dir`, `DEST`).
+pub fn not_a_directory(what: &str, p: &Path) -> Result<(), Failure> {
+    match std::fs::metadata(p) {
+        Ok(md) if !md.is_dir() => {
+            Err(Failure::usage(format!("{what} {}: is a file, not a directory; name a directory (it is created if missing)", p.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The source to serve: the given directory, or (`None`, which callers
+/// pass only for `--demo`) the embedded demo install.
 /// Linux resolves symlinks in it; Windows keeps a plain absolute path
 /// (`canonicalize` would give `\\?\C:\…`, which Dokan and many tools reject).
 pub fn source_dir(source: Option<&Path>) -> Result<PathBuf, Failure> {
@@ -372,26 +425,19 @@ pub fn open_view(cfg: ViewConfig, args: &ViewArgs, policy: CopyPolicy) -> Result
         }
         return Ok(view);
     };
-    let disk = DiskCache::open(&dir, args.cache_dir_size).map_err(|e| Failure::usage(format!("--cache-dir: {e}")))?;
+    not_a_directory("--cache-dir", &dir)?;
+    let disk = DiskCache::open(&dir, args.cache_dir_size).map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))?;
     view.with_disk_cache(std::sync::Arc::new(disk), policy).map_err(|e| Failure::usage(format!("--cache-dir {}: {e}", dir.display())))
 }
 
-/// One warning line when the selection matches no code object of the
-/// install at `source` (a typo'd target, or an install built for other
-/// GPUs): the view then serves every binary with empty archives. `None`
-/// when something matches or the install has no device code at all.
-pub fn selection_warning(source: &Path, selection: &Selection) -> Option<String> {
-    // Only code objects count here; database files are merely skipped.
-    let matches = |t: &String, u: &crate::archs::TargetUse| u.code_objects > 0 && TargetId::parse(t).is_ok_and(|t| selection.selects(&t));
-    let r = crate::archs::archs_until(source, Rules::builtin(), &mut |r| r.targets.iter().any(|(t, u)| matches(t, u))).ok()?;
-    let carried: Vec<&String> = r.targets.iter().filter(|(_, u)| u.code_objects > 0).map(|(t, _)| t).collect();
-    if carried.is_empty() {
-        return None;
-    }
-    (!r.targets.iter().any(|(t, u)| matches(t, u))).then(|| {
-        let list: Vec<&str> = carried.iter().map(|t| t.as_str()).collect();
-        format!("--arch {selection} matches no code object in {}; it carries: {}", source.display(), list.join(", "))
-    })
+/// One warning line naming the targets of `selection` that the install at
+/// `source` does not carry (a typo'd target, or an install built for other
+/// GPUs: the view then serves those GPUs no device code), with what it
+/// carries and the nearest name. `None` when every target matches or the
+/// install has no device code at all. See [`targets`].
+pub fn selection_warning(source: &Path, selection: &Selection, rules: &Rules) -> Option<String> {
+    let carried = targets::carried(source, rules, selection);
+    targets::not_carried("--arch", selection, source, &carried)
 }
 
 /// Writes command output to stdout; a reader that went away (`| head`)
@@ -413,16 +459,23 @@ pub(super) fn status_line(s: &str) -> String {
 }
 
 fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
+    not_a_directory("DEST", &args.dest)?;
     let src = source_dir(Some(&args.source))?;
     let cfg = view_config(src.clone(), &args.view, default_naming)?;
-    if let Some(w) = selection_warning(&src, &cfg.selection) {
-        log::warn!("{w}");
-    }
+    // A target the install does not carry would bake libraries without
+    // device code for it: refused before anything is written.
+    targets::require_carried("--arch", &cfg.selection, &src, &cfg.db_rules)?;
     let view = open_view(cfg, &args.view, CopyPolicy::Never)?;
     let start = Instant::now();
     let mut last = Instant::now();
+    // Progress only for a person: piped or logged output gets the summary
+    // line alone, without carriage returns.
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let quiet = args.quiet;
     let mut progress = |p: &crate::bake::Progress<'_>| {
+        if !tty {
+            return;
+        }
         if !quiet && last.elapsed() >= Duration::from_millis(500) {
             last = Instant::now();
             eprint!("{}", status_line(&format!("baking: {} files, {} written — {}", p.report.files, human(p.report.bytes), p.current.display())));
@@ -434,20 +487,22 @@ fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
         other => Failure::runtime(format!("{other} ({} left as it was)", args.dest.display())),
     })?;
     if !quiet {
-        eprintln!(
-            "{}",
-            status_line(&format!(
-                "baked {} in {:.2}s: {} files ({} transformed, {} archives), {} symlinks, {} directories, {}",
-                args.dest.display(),
-                start.elapsed().as_secs_f64(),
-                r.files,
-                r.transformed,
-                r.archives,
-                r.symlinks,
-                r.dirs,
-                human(r.bytes)
-            ))
+        let line = format!(
+            "baked {} in {:.2}s: {} ({} transformed, {}), {}, {}, {}",
+            args.dest.display(),
+            start.elapsed().as_secs_f64(),
+            count(r.files, "file", "files"),
+            r.transformed,
+            count(r.archives, "archive", "archives"),
+            count(r.symlinks, "symlink", "symlinks"),
+            count(r.dirs, "directory", "directories"),
+            human(r.bytes)
         );
+        if tty {
+            eprintln!("{}", status_line(&line));
+        } else {
+            eprintln!("{line}");
+        }
     }
     Ok(())
 }
@@ -457,10 +512,17 @@ fn inspect(file: &Path) -> Result<(), Failure> {
     emit(&report)
 }
 
-fn archs(source: Option<&Path>, machine: bool, db: &DbRuleArgs) -> Result<(), Failure> {
+fn archs(source: Option<&Path>, demo: bool, machine: bool, db: &DbRuleArgs) -> Result<(), Failure> {
     if machine {
         let report = this_machine("archs --machine")?.report().map_err(|e| Failure::usage(format!("archs --machine: {e}")))?;
         return emit(&report);
+    }
+    // The demo is described only when asked for by name: a forgotten
+    // SOURCE must not answer for an install the user never named.
+    if source.is_none() && !demo {
+        return Err(Failure::usage(
+            "archs: name the install to scan (kpackfs archs SOURCE), or --demo for the embedded demo install, --machine for this machine's GPUs",
+        ));
     }
     let src = source_dir(source)?;
     let rules = db.rules()?;
@@ -477,27 +539,130 @@ fn short_hash(b: &[u8]) -> String {
     format!("{h:016x}")
 }
 
+/// One device's resolution by every loader generation asked for.
+type Runs = Vec<(LoaderGen, Vec<resolve::WrapperResolution>)>;
+
+/// Whether every wrapper resolved, identically with every loader.
+fn all_resolved(runs: &Runs) -> bool {
+    let (_, first) = &runs[0];
+    first.iter().enumerate().all(|(i, w)| {
+        let Ok(a) = &w.result else { return false };
+        runs[1..].iter().all(|(_, o)| matches!(o.get(i).map(|o| &o.result), Some(Ok(b)) if a.bytes == b.bytes && a.archive == b.archive))
+    })
+}
+
 fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
-    let isa = TargetId::parse(&args.arch).map_err(|e| Failure::usage(format!("--arch {:?}: {e}", args.arch)))?;
+    if args.binary.is_dir() {
+        return Err(Failure::usage(format!(
+            "{}: is a directory; resolve reads one host binary (e.g. {}/lib/libamdhip64.so)",
+            args.binary.display(),
+            args.binary.display()
+        )));
+    }
+    let expanded = expand_auto(&args.arch)?;
+    let mut devices = Vec::new();
+    for part in expanded.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let isa = TargetId::parse(part).map_err(|e| {
+            Failure::usage(format!("--arch {part:?}: {e} (give a device ISA such as gfx90a:sramecc+:xnack-, several separated by commas, or auto)"))
+        })?;
+        devices.push(isa);
+    }
+    if devices.is_empty() {
+        return Err(Failure::usage("--arch is empty: give a device ISA such as gfx90a:sramecc+:xnack-, or auto"));
+    }
     let env = LoaderEnv::from_env();
     let gens: &[LoaderGen] = match args.loader {
         Loader::Feb2026 => &[LoaderGen::Feb2026],
         Loader::Newest => &[LoaderGen::Newest],
         Loader::Both => &[LoaderGen::Feb2026, LoaderGen::Newest],
     };
-    let mut runs = Vec::new();
-    for g in gens {
-        let r = resolve::resolve(&args.binary, &isa, *g, &env).map_err(|e| Failure::usage(e.to_string()))?;
-        runs.push((*g, r));
+    let mut chosen: Vec<(TargetId, Runs)> = Vec::new();
+    for named in &devices {
+        // A bare processor: the first feature variant under which every
+        // wrapper resolves (else the first variant, to show what fails).
+        let mut tried: Vec<(TargetId, Runs)> = Vec::new();
+        let mut any = false;
+        for v in targets::device_variants(named) {
+            let mut runs = Vec::new();
+            for g in gens {
+                let r = resolve::resolve(&args.binary, &v, *g, &env)
+                    .map_err(|e| Failure::usage(format!("{e}; resolve reads a HIP host binary (a library or executable with device code)")))?;
+                runs.push((*g, r));
+            }
+            any |= runs.iter().any(|(_, r)| r.iter().any(|w| w.result.is_ok()));
+            let ok = all_resolved(&runs);
+            tried.push((v, runs));
+            if ok {
+                let (v, runs) = tried.pop().expect("just pushed");
+                if &v != named {
+                    log::info!("--arch {named}: resolved for a {v} device");
+                }
+                tried = vec![(v, runs)];
+                break;
+            }
+        }
+        if !any {
+            // Nothing at all for this device: say what the binary carries
+            // instead of one ARCHIVE_NOT_FOUND line per wrapper.
+            let c = resolve::carried(&args.binary, &env).map_err(|e| Failure::usage(e.to_string()))?;
+            let sel = Selection { targets: vec![named.clone()] };
+            let looked: Vec<String> = c.searched.iter().map(|p| p.display().to_string()).collect();
+            let looked = if looked.is_empty() { String::new() } else { format!("; archives looked for: {}", looked.join(", ")) };
+            if let Some(msg) = targets::not_carried("--arch", &sel, &args.binary, &c.targets) {
+                return Err(Failure::usage(format!("{msg}{looked}")));
+            }
+            if c.targets.is_empty() && !c.searched.is_empty() {
+                return Err(Failure::runtime(format!(
+                    "--arch {named}: ARCHIVE_NOT_FOUND for every wrapper: no archive of {} was found{looked}; install its device package or set ROCM_KPACK_PATH",
+                    args.binary.display()
+                )));
+            }
+        }
+        let first = tried.into_iter().next().expect("at least one variant");
+        chosen.push(first);
+    }
+    if let Some(dir) = &args.out {
+        not_a_directory("--out", dir)?;
     }
     // Objects are staged and moved into DIR only when every wrapper
     // resolved: a failed run writes nothing (crate::staging).
     let staging =
         args.out.as_deref().map(|d| crate::staging::Staging::begin(d, "resolve").map_err(|e| Failure::runtime(format!("{}: {e}", d.display())))).transpose()?;
     let mut failed = false;
-    let (_, first) = &runs[0];
     let mut text = String::new();
     use std::fmt::Write as _;
+    for (device, runs) in &chosen {
+        if chosen.len() > 1 || devices.iter().all(|d| d != device) {
+            let _ = writeln!(text, "device {device}");
+        }
+        let out = match (&staging, chosen.len()) {
+            (Some(st), 1) => Some(st.path().to_path_buf()),
+            (Some(st), _) => {
+                let sub = st.path().join(device.to_string().replace(':', "_"));
+                std::fs::create_dir_all(&sub).map_err(|e| Failure::runtime(format!("{}: {e}", sub.display())))?;
+                Some(sub)
+            }
+            (None, _) => None,
+        };
+        failed |= !resolve_table(&mut text, runs, out.as_deref())?;
+    }
+    emit(&text)?;
+    if failed {
+        let none = args.out.as_ref().map(|d| format!("; nothing written to {}", d.display())).unwrap_or_default();
+        return Err(Failure::runtime(format!("not every wrapper resolved (identically with every loader){none}")));
+    }
+    if let (Some(st), Some(dir)) = (staging, &args.out) {
+        st.commit(true).map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
+    }
+    Ok(())
+}
+
+/// Appends the table of one device's resolution to `text` (and writes the
+/// code objects to `out`); false when a wrapper failed or loaders disagree.
+fn resolve_table(text: &mut String, runs: &Runs, out: Option<&Path>) -> Result<bool, Failure> {
+    use std::fmt::Write as _;
+    let mut ok = true;
+    let (_, first) = &runs[0];
     let _ = writeln!(text, "{:<6} {:<5} {:<6} {:<60} {:<44} {:<24} {:>10}  fnv64", "wrapper", "magic", "co", "archive", "key", "arch", "bytes");
     for (i, w) in first.iter().enumerate() {
         let magic = match w.kind {
@@ -520,13 +685,13 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
                     r.bytes.len(),
                     short_hash(&r.bytes)
                 );
-                if let (Some(st), Some(dir)) = (&staging, &args.out) {
-                    let name = format!("{}.co", w.index);
-                    std::fs::write(st.path().join(&name), &r.bytes).map_err(|e| Failure::runtime(format!("{}: {e}", dir.join(&name).display())))?;
+                if let Some(dir) = out {
+                    let p = dir.join(format!("{}.co", w.index));
+                    std::fs::write(&p, &r.bytes).map_err(|e| Failure::runtime(format!("{}: {e}", p.display())))?;
                 }
             }
             Err(e) => {
-                failed = true;
+                ok = false;
                 let _ = writeln!(text, "{:<6} {:<5} {:<6} {e}", w.index, magic, w.co_index);
             }
         }
@@ -537,7 +702,7 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
                 _ => false,
             };
             if !same {
-                failed = true;
+                ok = false;
                 let desc = match other.get(i).map(|o| &o.result) {
                     Some(Ok(b)) => format!("{} / {}", b.archive.as_ref().map(|p| p.display().to_string()).unwrap_or_default(), b.arch),
                     Some(Err(e)) => e.to_string(),
@@ -547,15 +712,7 @@ fn resolve_cmd(args: ResolveArgs) -> Result<(), Failure> {
             }
         }
     }
-    emit(&text)?;
-    if failed {
-        let none = args.out.as_ref().map(|d| format!("; nothing written to {}", d.display())).unwrap_or_default();
-        return Err(Failure::runtime(format!("not every wrapper resolved (identically with every loader){none}")));
-    }
-    if let (Some(st), Some(dir)) = (staging, &args.out) {
-        st.commit(true).map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
-    }
-    Ok(())
+    Ok(ok)
 }
 
 fn recompress(a: RecompressArgs) -> Result<(), Failure> {
@@ -576,7 +733,7 @@ pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Fail
     match cmd {
         CommonCommand::Bake(b) => bake(b, default_naming),
         CommonCommand::Inspect { file } => inspect(&file),
-        CommonCommand::Archs { source, machine, db } => archs(source.as_deref(), machine, &db),
+        CommonCommand::Archs { source, demo, machine, db } => archs(source.as_deref(), demo, machine, &db),
         CommonCommand::Resolve(r) => resolve_cmd(r),
         CommonCommand::Recompress(r) => recompress(r),
         CommonCommand::Split(a) => packaging::split_cmd(a, default_naming),
@@ -601,9 +758,18 @@ mod tests {
 
     #[test]
     fn helper_form() {
-        let a = normalize_args(vec!["kpackfs".into(), "/src".into(), "/mnt".into(), "-o".into(), "arch=gfx90a".into()]);
-        assert_eq!(a[1], "mount");
-        let b = normalize_args(vec!["kpackfs".into(), "bake".into()]);
-        assert_eq!(b[1], "bake");
+        let argv = |a: &[&str]| normalize_args(std::iter::once("kpackfs").chain(a.iter().copied()).map(Into::into).collect());
+        assert_eq!(argv(&["/src", "/mnt", "-o", "arch=gfx90a"])[1], "mount");
+        assert_eq!(argv(&["/src", "/mnt", "-o", "arch=gfx90a", "-o", "ro"])[1], "mount");
+        assert_eq!(argv(&["/src", "/mnt", "-oarch=gfx90a"])[1], "mount");
+        assert_eq!(argv(&["bake"])[1], "bake");
+        // Not mount(8)'s shape: left for clap to reject as an unknown command.
+        assert_eq!(argv(&["inpsect", "f.so"])[1], "inpsect");
+        assert_eq!(argv(&["/opt/rocm", "--arch", "gfx90a"])[1], "/opt/rocm");
+        assert_eq!(argv(&["/src", "/mnt"])[1], "/src");
+        assert_eq!(argv(&["/src", "/mnt", "-o"])[1], "/src");
+        assert_eq!(argv(&["/src", "/mnt", "-o", "arch=x", "--arch", "y"])[1], "/src");
+        assert_eq!(argv(&["mount", "/mnt", "-o", "arch=x"])[1], "mount");
+        assert_eq!(argv(&["mount", "/mnt", "-o", "arch=x"]).len(), 5);
     }
 }

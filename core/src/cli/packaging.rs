@@ -176,6 +176,11 @@ fn split_failure(e: SplitError) -> Failure {
 }
 
 pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Result<(), Failure> {
+    if !a.wheel.is_file() {
+        let why = if a.wheel.exists() { "not a file" } else { "no such file" };
+        return Err(Failure::usage(format!("{}: {why}; split-wheel reads a wheel (NAME-VERSION-PY-ABI-PLATFORM.whl)", a.wheel.display())));
+    }
+    super::not_a_directory("OUTPUT", &a.output)?;
     let cfg = split_config("wheel", &a.opts, default_naming)?;
     let limits = crate::split::wheel::UnpackLimits { max_ratio: a.max_unpack_ratio };
     let start = Instant::now();
@@ -201,7 +206,11 @@ pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Resu
 }
 
 pub(super) fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Failure> {
+    super::not_a_directory("OUTPUT", &a.output)?;
     let cfg = split_config(&a.component, &a.opts, default_naming)?;
+    if let Some(sel) = &cfg.targets {
+        super::targets::require_carried("--targets", sel, &a.input, &cfg.rules)?;
+    }
     let start = Instant::now();
     let progress = Progress::default();
     let r = with_progress("splitting", a.opts.quiet, &progress, || crate::split::split(&a.input, &a.output, &cfg, &progress)).map_err(split_failure)?;
@@ -217,23 +226,32 @@ pub(super) fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Fail
     let mut text = String::new();
     use std::fmt::Write as _;
     for art in &r.artifacts {
-        let _ = writeln!(text, "{:<40} {:>7} files {:>12}", art.name, art.files, human(art.bytes));
+        let _ = writeln!(text, "{:<40} {:>13} {:>12}", art.name, super::count(art.files, "file", "files"), human(art.bytes));
     }
     emit(&text)?;
     eprintln!(
-        "split {} in {:.2}s: {} binaries transformed, {} archives, {} database files routed",
+        "split {} in {:.2}s: {} transformed, {}, {} routed",
         a.input.display(),
         start.elapsed().as_secs_f64(),
-        r.transformed,
-        r.archives.len(),
-        r.db_files
+        super::count(r.transformed, "binary", "binaries"),
+        super::count(r.archives.len() as u64, "archive", "archives"),
+        super::count(r.db_files, "database file", "database files")
     );
     Ok(())
 }
 
 pub(super) fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
+    // A path that is not there is a mistyped argument (exit 2), once.
+    for (what, p) in std::iter::once(("", &a.dir)).chain(a.against.as_ref().map(|p| ("--against ", p))) {
+        if let Err(e) = std::fs::metadata(p) {
+            return Err(Failure::usage(format!("{what}{}: {e}", p.display())));
+        }
+    }
     let rules = a.db.rules()?;
     let only = a.targets.as_deref().map(|t| Selection::parse(t).map_err(|e| Failure::usage(format!("--targets {t:?}: {e}")))).transpose()?;
+    if let Some(sel) = &only {
+        super::targets::require_carried("--targets", sel, &a.dir, &rules)?;
+    }
     let r = crate::split::verify::verify(&a.dir, a.against.as_deref(), only.as_ref(), &rules).map_err(split_failure)?;
     if a.json {
         let problems: Vec<serde_json::Value> = r.problems.iter().map(|p| serde_json::json!({"check": p.check, "path": p.path, "message": p.message})).collect();
