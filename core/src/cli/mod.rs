@@ -383,7 +383,7 @@ pub fn open_view(cfg: ViewConfig, args: &ViewArgs, policy: CopyPolicy) -> Result
 pub fn selection_warning(source: &Path, selection: &Selection) -> Option<String> {
     // Only code objects count here; database files are merely skipped.
     let matches = |t: &String, u: &crate::archs::TargetUse| u.code_objects > 0 && TargetId::parse(t).is_ok_and(|t| selection.selects(&t));
-    let r = crate::archs::archs_until(source, Rules::builtin(), &mut |r| r.targets.iter().any(|(t, u)| matches(t, u))).ok()?;
+    let r = crate::archs::archs_loaded_until(source, Rules::builtin(), &mut |r| r.targets.iter().any(|(t, u)| matches(t, u))).ok()?;
     let carried: Vec<&String> = r.targets.iter().filter(|(_, u)| u.code_objects > 0).map(|(t, _)| t).collect();
     if carried.is_empty() {
         return None;
