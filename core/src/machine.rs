@@ -175,6 +175,59 @@ struct Props {
     device_id: Option<u64>,
 }
 
+/// The most a topology file may hold. KFD's `properties` files are under
+/// 2 KiB; a larger one is not a topology file (and a sysfs tree given by
+/// `KPACKFS_SYSFS_ROOT` may hold anything).
+pub const MAX_TOPOLOGY_FILE: u64 = 64 * 1024;
+
+/// Reads a small text file of the topology: only a regular file (a FIFO
+/// would block the open or the read forever, a device such as `/dev/zero`
+/// never ends) and at most [`MAX_TOPOLOGY_FILE`] bytes. The open does not
+/// wait (`O_NONBLOCK`), so a FIFO is refused, not waited on; symlinks are
+/// followed (sysfs itself is made of them) and their target judged.
+fn read_topology_file(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut opts, libc::O_NONBLOCK);
+    let file = opts.open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, format!("not a regular file ({}); refused", kind_name(kind))));
+    }
+    let mut buf = Vec::new();
+    file.take(MAX_TOPOLOGY_FILE + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_TOPOLOGY_FILE {
+        return Err(Error::new(ErrorKind::InvalidData, format!("larger than {} KiB, not a KFD topology file; refused", MAX_TOPOLOGY_FILE / 1024)));
+    }
+    String::from_utf8(buf).map_err(|_| Error::new(ErrorKind::InvalidData, "not text"))
+}
+
+fn kind_name(kind: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() {
+            return "a character device";
+        }
+        if kind.is_block_device() {
+            return "a block device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
+}
+
 /// Parses a `properties` file: one `name value` line each, values decimal.
 /// Lines this module does not use are not checked.
 fn parse_properties(text: &str) -> Result<Props, String> {
@@ -203,13 +256,18 @@ fn parse_properties(text: &str) -> Result<Props, String> {
 /// in copied trees.
 fn read_noretry(sysfs_root: &Path) -> i64 {
     let path = sysfs_root.join(NORETRY_PARAM);
-    match std::fs::read_to_string(&path) {
+    match read_topology_file(&path) {
         Ok(s) => s.trim().parse().unwrap_or_else(|_| {
-            log::warn!("{}: {:?} is not a number; taking -1 (the driver's default)", path.display(), s.trim());
+            let shown: String = s.trim().chars().take(40).collect();
+            log::warn!("{}: {shown:?} is not a number; taking -1 (the driver's default)", path.display());
             -1
         }),
-        Err(e) => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             log::debug!("{}: {e}; taking -1 (the driver's default)", path.display());
+            -1
+        }
+        Err(e) => {
+            log::warn!("{}: {e}; taking -1 (the driver's default)", path.display());
             -1
         }
     }
@@ -278,7 +336,7 @@ impl Machine {
         let (mut cpu_nodes, mut skipped) = (0, 0);
         for (n, dir) in node_dirs(&nodes_dir)? {
             let path = dir.join("properties");
-            let props = std::fs::read_to_string(&path).map_err(|e| e.to_string()).and_then(|t| parse_properties(&t));
+            let props = read_topology_file(&path).map_err(|e| e.to_string()).and_then(|t| parse_properties(&t));
             let props = match props {
                 Ok(p) => p,
                 Err(e) => {

@@ -204,3 +204,50 @@ fn report_lines() {
     );
     assert!(Machine::read(&fixture("cpu-only"), &none).unwrap().report().is_err());
 }
+
+/// Issue 18 item 7: a topology file that is a FIFO blocked `archs
+/// --machine` forever, and a huge one was read whole (and here, since its
+/// start is valid, even believed). Only regular files up to 64 KiB are
+/// read now; each other file costs its node (or `noretry`) with one
+/// warning. Run on a thread and waited for with a bound, so a regression
+/// fails instead of hanging the suite.
+#[cfg(unix)]
+#[test]
+fn topology_files_must_be_small_regular_files() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = tree(&[(110000, 0)], None);
+    let nodes = t.path().join(NODES_DIR);
+    let mkfifo = |p: &Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", p.display());
+    };
+    for n in ["5", "6", "7"] {
+        std::fs::create_dir_all(nodes.join(n)).unwrap();
+    }
+    mkfifo(&nodes.join("5/properties"));
+    // Valid properties followed by 1 MiB of (sparse) padding.
+    let big = nodes.join("6/properties");
+    std::fs::write(&big, "simd_count 64\ngfx_target_version 90010\n").unwrap();
+    std::fs::OpenOptions::new().write(true).open(&big).unwrap().set_len(1 << 20).unwrap();
+    std::fs::create_dir_all(nodes.join("7/properties")).unwrap();
+    let noretry = t.path().join(NORETRY_PARAM);
+    std::fs::create_dir_all(noretry.parent().unwrap()).unwrap();
+    mkfifo(&noretry);
+
+    let root = t.path().to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(Machine::read(&root, &RuntimeEnv::default()).map_err(|e| e.to_string())));
+    let m = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("Machine::read blocked on a FIFO").unwrap();
+    assert_eq!((m.gpus.len(), m.skipped), (1, 3));
+    assert_eq!(m.targets().unwrap(), [TargetId::parse("gfx1100").unwrap()]);
+
+    let err = |p: &Path| read_topology_file(p).unwrap_err().to_string();
+    assert_eq!(err(&nodes.join("5/properties")), "not a regular file (a FIFO); refused");
+    assert_eq!(err(&big), "larger than 64 KiB, not a KFD topology file; refused");
+    assert_eq!(err(&nodes.join("7/properties")), "not a regular file (a directory); refused");
+    assert_eq!(err(Path::new("/dev/zero")), "not a regular file (a character device); refused");
+    // Exactly the cap is still read.
+    std::fs::OpenOptions::new().write(true).open(&big).unwrap().set_len(MAX_TOPOLOGY_FILE).unwrap();
+    assert_eq!(read_topology_file(&big).unwrap().len() as u64, MAX_TOPOLOGY_FILE);
+}

@@ -14,6 +14,45 @@ use std::sync::Arc;
 use crate::source::FsStats;
 use crate::view::{Attr, DirEntry, Error, NodeType, OpenFile, Origin, Result, StatsSnapshot, View, ViewConfig, ROOT_INO};
 
+/// Joins the targets of one view in `--views` and `-o view=`
+/// (`gfx90a:sramecc+:xnack-/gfx1030`). `/` occurs in no target ID, so it is
+/// never ambiguous; `+` joins too, where it cannot be a feature sign.
+pub const VIEW_JOINER: char = '/';
+
+/// The selections of `--views` arguments (and `-o view=` values): views are
+/// separated by `,`, the targets of one view joined by [`VIEW_JOINER`] or
+/// `+`; each selection is returned as `Selection::parse` reads it (targets
+/// separated by `,`), in order, empty items dropped.
+///
+/// `+` is also the sign of a feature (`sramecc+`), and `--arch auto` names
+/// GPUs with signs (`gfx90a:sramecc+:xnack-`). A `+` is a joiner only when
+/// a target starts right after it (`gfx…`, or the runtime's
+/// `amdgcn-amd-amdhsa--` form); otherwise it is a sign. A sign is always
+/// followed by `:`, `,`, `/`, `+` or the end, and a target never starts
+/// with those, so every well-formed list reads one way:
+/// `gfx90a:xnack++gfx1030` is `gfx90a:xnack+` and `gfx1030`.
+pub fn view_selections<S: AsRef<str>>(items: &[S]) -> Vec<String> {
+    let mut out = Vec::new();
+    for view in items.iter().flat_map(|i| i.as_ref().split(',')) {
+        let mut targets = Vec::new();
+        let mut start = 0;
+        for (i, c) in view.char_indices() {
+            let rest = &view[i + c.len_utf8()..];
+            let joins = c == VIEW_JOINER || (c == '+' && (rest.starts_with("gfx") || rest.starts_with("amdgcn-")));
+            if joins {
+                targets.push(view[start..i].trim());
+                start = i + c.len_utf8();
+            }
+        }
+        targets.push(view[start..].trim());
+        let targets: Vec<&str> = targets.into_iter().filter(|t| !t.is_empty()).collect();
+        if !targets.is_empty() {
+            out.push(targets.join(","));
+        }
+    }
+    out
+}
+
 pub struct Views {
     /// Directory names and views; with `top`, the mount's root lists them.
     views: Vec<(OsString, Arc<View>)>,
@@ -175,6 +214,61 @@ impl Views {
                 "user.kpackfs.origin" => Some(Origin::Dir.to_string().into_bytes()),
                 other => self.first().xattr(self.first().root_ino(), other)?,
             }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::view_selections;
+    use crate::machine::{machine_targets, RuntimeEnv};
+    use crate::target::{Selection, TargetId};
+
+    fn sels(args: &[&str]) -> Vec<String> {
+        view_selections(args)
+    }
+
+    #[test]
+    fn plus_is_a_joiner_only_before_a_target() {
+        assert_eq!(sels(&["gfx90a:sramecc+:xnack-"]), ["gfx90a:sramecc+:xnack-"]);
+        assert_eq!(sels(&["gfx90a:xnack-,gfx1030,gfx90a+gfx1030"]), ["gfx90a:xnack-", "gfx1030", "gfx90a,gfx1030"]);
+        assert_eq!(sels(&["gfx90a:sramecc+:xnack++gfx1030"]), ["gfx90a:sramecc+:xnack+,gfx1030"]);
+        assert_eq!(sels(&["gfx90a:xnack+/gfx1030", "gfx942:sramecc+"]), ["gfx90a:xnack+,gfx1030", "gfx942:sramecc+"]);
+        assert_eq!(sels(&["amdgcn-amd-amdhsa--gfx90a:xnack++amdgcn-amd-amdhsa--gfx942"]), ["amdgcn-amd-amdhsa--gfx90a:xnack+,amdgcn-amd-amdhsa--gfx942"]);
+        assert_eq!(sels(&[" gfx1100 / gfx1030 ,, ", ""]), ["gfx1100,gfx1030"]);
+        // A sign with no joiner after it stays one (malformed) target, so
+        // the usual target error names it.
+        assert_eq!(sels(&["gfx90a:xnack+gfx1030"]), ["gfx90a:xnack,gfx1030"]);
+        assert!(Selection::parse(&sels(&["gfx90a:xnack+gfx1030"])[0]).is_err());
+    }
+
+    /// Every name `--arch auto` gives on the KFD fixtures works as a view on
+    /// its own and joined to the others by `/` or by `+`.
+    #[test]
+    fn names_auto_produces_are_views() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kfd");
+        let mut names: Vec<TargetId> = Vec::new();
+        for f in ["mi210", "mi300x", "rx7900xtx", "strix-halo", "mixed"] {
+            for t in machine_targets(&fixtures.join(f), &RuntimeEnv::default()).unwrap() {
+                if !names.contains(&t) {
+                    names.push(t);
+                }
+            }
+        }
+        for x in ["gfx90a:sramecc+:xnack+", "gfx942:sramecc-:xnack+"] {
+            names.push(TargetId::parse(x).unwrap());
+        }
+        assert!(names.iter().any(|t| t.to_string() == "gfx90a:sramecc+:xnack-"), "{names:?}");
+        let text: Vec<String> = names.iter().map(ToString::to_string).collect();
+        let got = view_selections(&[text.join(",")]);
+        let parsed: Vec<TargetId> = got.iter().map(|s| TargetId::parse(s).unwrap()).collect();
+        assert_eq!(parsed, names);
+        for joiner in ["/", "+"] {
+            let got = view_selections(&[text.join(joiner)]);
+            assert_eq!(got.len(), 1, "{joiner}: {got:?}");
+            assert_eq!(Selection::parse(&got[0]).unwrap().targets, names, "{joiner}");
         }
     }
 }

@@ -48,9 +48,10 @@ pub struct MountArgs {
     #[command(flatten)]
     pub view: ViewArgs,
     /// Serve several views from one daemon, each in MOUNTPOINT/<target>/:
-    /// `gfx90a:xnack-,gfx942,gfx1100` (`+` joins targets of one view:
-    /// `gfx90a+gfx1030`). They share plans, the code-object cache and the
-    /// cache directory. Excludes --arch.
+    /// `gfx90a:xnack-,gfx942,gfx1100` (`/` joins targets of one view:
+    /// `gfx90a:sramecc+:xnack-/gfx1030`; so does `+` before a target).
+    /// They share plans, the code-object cache and the cache directory.
+    /// Excludes --arch.
     #[arg(long, value_name = "TARGET[,TARGET…]")]
     pub views: Vec<String>,
     /// Stay in the foreground (default: detach once the mount is live).

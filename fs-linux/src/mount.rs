@@ -315,9 +315,10 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         _ => return Err(Failure::usage("usage: kpackfs mount SOURCE MOUNTPOINT --arch TARGET")),
     };
     let src = source_dir(source.as_deref())?;
-    // `--views a,b+c`: one view per item (`+` joins targets of one view);
-    // the first is configured as `--arch` would be, the others alike.
-    let view_sels: Vec<String> = args.views.iter().flat_map(|v| v.split(',')).map(str::trim).filter(|v| !v.is_empty()).map(|v| v.replace('+', ",")).collect();
+    // `--views a,b/c`: one view per item (`/`, or `+` before a target, joins
+    // targets of one view); the first is configured as `--arch` would be,
+    // the others alike.
+    let view_sels = kpackfs_core::views::view_selections(&args.views);
     if !view_sels.is_empty() {
         if args.view.arch.is_some() {
             return Err(Failure::usage("--arch and --views exclude each other (each view names its targets)"));

@@ -79,3 +79,20 @@ fn bad_view_lists_are_usage_errors() {
         assert!(!mounted(&mnt));
     }
 }
+
+/// `--views` and `-o view=` take the names `--arch auto` gives
+/// (`gfx90a:sramecc+:xnack-`, issue 18 item 11): a `+` that ends a feature
+/// is its sign, a `+` before a target joins, and `/` always joins.
+#[test]
+fn views_take_target_ids_with_feature_signs() {
+    require_root();
+    let demo = assets().join("demo-install");
+    let m = Mount::new(Some(&demo), "", &["--views", "gfx90a:sramecc+:xnack-,gfx1030/gfx90a:xnack+", "-o", "view=gfx90a:sramecc-:xnack++gfx1030"]);
+    let mut top: Vec<String> = fs::read_dir(&m.mnt).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    top.sort();
+    assert_eq!(top, ["gfx1030,gfx90a:xnack+", "gfx90a:sramecc+:xnack-", "gfx90a:sramecc-:xnack+,gfx1030"]);
+    for sel in ["gfx90a:sramecc+:xnack-", "gfx90a:sramecc-:xnack+,gfx1030"] {
+        let baked = bake(&demo, sel, &[]);
+        assert_same_tree(&snapshot(&m.path(sel)), &snapshot(&baked.path().join("out")), &format!("view {sel} vs its bake"));
+    }
+}

@@ -30,7 +30,7 @@ fn selects(t: &TargetId, carried: &str) -> bool {
 pub fn carried(root: &Path, rules: &Rules, sel: &Selection) -> BTreeSet<String> {
     let counts = |u: &crate::archs::TargetUse| u.code_objects > 0 || u.archives > 0 || u.db_files > 0;
     let all_found = |r: &crate::archs::ArchReport| sel.targets.iter().all(|t| r.targets.iter().any(|(c, u)| counts(u) && selects(t, c)));
-    match crate::archs::archs_until(root, rules, &mut |r| all_found(r)) {
+    match crate::archs::archs_loaded_until(root, rules, &mut |r| all_found(r)) {
         Ok(r) => r.targets.into_iter().filter(|(_, u)| counts(u)).map(|(t, _)| t).collect(),
         Err(e) => {
             log::debug!("{}: scanning for targets: {e}", root.display());

@@ -236,19 +236,32 @@ impl Rules {
     }
 
     fn decide(&self, rel: &Path, dir: bool) -> Option<DbArch> {
-        let mut path = Vec::new();
-        for c in rel.components() {
-            match c {
-                Component::Normal(n) => path.push(PathComp::Name(n.to_str()?.as_bytes())),
-                Component::CurDir => {}
-                Component::RootDir | Component::Prefix(_) | Component::ParentDir => return None,
+        // Components on the stack for ordinary depths: classification runs
+        // for every listed entry and should not allocate.
+        const INLINE: usize = 32;
+        let mut inline = [PathComp::Beneath; INLINE];
+        let mut deep = Vec::new();
+        let mut n = 0;
+        let comps = rel.components().filter(|c| *c != Component::CurDir).map(Some).chain(dir.then_some(None));
+        for c in comps {
+            let comp = match c {
+                Some(Component::Normal(name)) => PathComp::Name(name.to_str()?.as_bytes()),
+                Some(_) => return None,
+                None => PathComp::Beneath,
+            };
+            if n < INLINE {
+                inline[n] = comp;
+            } else {
+                if deep.is_empty() {
+                    deep.extend_from_slice(&inline);
+                }
+                deep.push(comp);
             }
+            n += 1;
         }
-        if dir {
-            path.push(PathComp::Beneath);
-        }
+        let path = if n <= INLINE { &inline[..n] } else { &deep[..] };
         for r in &self.rules {
-            if let Some(found) = r.pattern.matches(&path) {
+            if let Some(found) = r.pattern.matches(path) {
                 log::trace!("{}: rule {} ({})", rel.display(), r.at, r.text);
                 return match &r.then {
                     Then::Capture => found,

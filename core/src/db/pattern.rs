@@ -6,10 +6,13 @@
 //! families, MIOpen's CU counts), and it works on bytes, so no path can make
 //! it slice inside a character or panic.
 //!
-//! Matching backtracks; its cost grows with the number of `*` in one
-//! component and of `**` in one pattern (each multiplies the work by the
-//! name length or the path depth). The built-in patterns use at most two of
-//! each, which keeps even a hostile deep path cheap.
+//! Matching explores the alternatives the way a backtracking matcher
+//! would (`*` shortest first, `**` fewest components first, `{a,b}` in
+//! order), so the first match found — and the capture it reads — is the
+//! backtracking one; but it remembers the states that failed, so its work
+//! is bounded by a constant × pattern length × path length whatever the
+//! pattern (see "Matching" below). Operators write rules, and a rule such
+//! as `*a*a*a*a*b{arch}` must not be able to stall a listing.
 
 use thiserror::Error;
 
@@ -36,7 +39,15 @@ pub enum PatternError {
     BadAlternative(String),
     #[error("more than one capture: a file belongs to one architecture")]
     TwoCaptures,
+    #[error("pattern longer than {MAX_PATTERN} bytes")]
+    TooLong,
 }
+
+/// The longest pattern accepted. Matching costs up to a constant × pattern
+/// length × path length, and keeps one bit per (pattern position, path
+/// position); the cap keeps both small for any path. Real rules are under
+/// 100 bytes.
+pub const MAX_PATTERN: usize = 1024;
 
 /// What a capture reads at its position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +115,9 @@ impl Pattern {
         if s.starts_with('/') {
             return Err(PatternError::Absolute);
         }
+        if s.len() > MAX_PATTERN {
+            return Err(PatternError::TooLong);
+        }
         let mut comps = Vec::new();
         let mut capture = None;
         for c in s.split('/') {
@@ -136,7 +150,22 @@ impl Pattern {
 
     /// Matches the whole path; `Some(capture)` on success.
     pub(super) fn matches(&self, path: &[PathComp<'_>]) -> Option<Found> {
-        walk(&self.comps, path)
+        let hit = MEMO.with(|m| match m.try_borrow_mut() {
+            Ok(mut memo) => self.run(path, &mut memo),
+            // Not reached (matching does not re-enter itself); a fresh
+            // table keeps it correct if it ever does.
+            Err(_) => self.run(path, &mut Memo::default()),
+        })?;
+        Some(hit.and_then(|h| {
+            let (PathComp::Name(name), Some(kind)) = (path[h.comp], self.capture) else { return None };
+            read(kind, &name[h.at..]).map(|r| r.arch(&name[h.at..]))
+        }))
+    }
+
+    fn run(&self, path: &[PathComp<'_>], memo: &mut Memo) -> Option<Option<Hit>> {
+        let walk_states = (self.comps.len() + 1) * (path.len() + 1);
+        memo.reset(0, walk_states);
+        Walk { comps: &self.comps, path, memo, seg_base: walk_states }.walk(0, 0)
     }
 }
 
@@ -190,55 +219,270 @@ fn brace(inner: &str) -> Result<Tok, PatternError> {
     })
 }
 
-fn walk(pat: &[Comp], path: &[PathComp<'_>]) -> Option<Found> {
-    match pat.split_first() {
-        None => path.is_empty().then_some(None),
-        Some((Comp::Any, rest)) => {
-            let min = usize::from(rest.is_empty());
-            (min..=path.len()).find_map(|k| walk(rest, &path[k..]))
-        }
-        Some((Comp::Seg(toks), rest)) => {
-            let (PathComp::Name(name), tail) = path.split_first().map(|(c, t)| (*c, t))? else { return None };
-            let here = segment(toks, name)?;
-            let later = walk(rest, tail)?;
-            Some(here.or(later))
-        }
-    }
-}
-
 /// Whether `i` starts a character (a UTF-8 continuation byte does not).
 fn boundary(s: &[u8], i: usize) -> bool {
     !matches!(s.get(i), Some(b) if b & 0xC0 == 0x80)
 }
 
-fn segment(toks: &[Tok], s: &[u8]) -> Option<Found> {
-    let Some((tok, rest)) = toks.split_first() else {
-        return s.is_empty().then_some(None);
-    };
-    match tok {
-        Tok::Lit(l) => segment(rest, s.strip_prefix(l.as_slice())?),
-        Tok::One => {
-            let w = (1..=s.len()).find(|&i| boundary(s, i))?;
-            segment(rest, &s[w..])
+// ---------------------------------------------------------------------------
+// Matching.
+//
+// The matcher explores the same alternatives in the same order as a plain
+// backtracking matcher (the first success found is the answer, and it
+// decides the capture), but it remembers every state that failed: a state is
+// a (pattern position, path position) pair, and what happens from a state
+// depends on nothing else, so a state that failed once fails again and is
+// not explored twice. Pruning only calls that would have failed cannot
+// change the first success, so the answer is the backtracking one.
+//
+// Bound. Within one name of L bytes and a segment of T tokens there are
+// (T + 1) × (L + 1) states; each is expanded at most once, and `*` (the only
+// token that can try many lengths) is expanded as "the rest here, or `*`
+// one character further on", so a run of `*` attempts stops at the first
+// state already known to fail. Across components the same holds for `**`
+// over a path of D components. The work is therefore at most a constant ×
+// (pattern length) × (path length), and `Pattern::parse` refuses patterns
+// longer than `MAX_PATTERN`, which keeps the constant fixed. The remembered
+// states live in a per-thread bit table that is cleared, not reallocated,
+// for each match.
+// ---------------------------------------------------------------------------
+
+/// Where a capture was read: path component and byte offset in it. Kept
+/// as positions while matching so that failed attempts allocate nothing;
+/// the architecture is decoded once, for the answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Hit {
+    comp: usize,
+    at: usize,
+}
+
+/// Bits of "this state failed"; grows to the largest match seen on the
+/// thread and is reused.
+#[derive(Default)]
+struct Memo {
+    bits: Vec<u64>,
+}
+
+impl Memo {
+    /// Clears `n` bits starting at bit `base` (growing the table if needed).
+    fn reset(&mut self, base: usize, n: usize) {
+        let (lo, hi) = (base / 64, (base + n).div_ceil(64));
+        if self.bits.len() < hi {
+            self.bits.resize(hi, 0);
         }
-        Tok::Star => (0..=s.len()).filter(|&i| boundary(s, i)).find_map(|i| segment(rest, &s[i..])),
-        Tok::Alt(opts) => opts.iter().find_map(|o| segment(rest, s.strip_prefix(o.as_slice())?)),
-        Tok::Hex64 => {
-            let digits = s.get(..64).filter(|d| d.iter().all(u8::is_ascii_hexdigit))?;
-            segment(rest, &s[digits.len()..])
-        }
-        Tok::Cap(kind) => {
-            let (n, arch) = read(*kind, s)?;
-            segment(rest, &s[n..])?;
-            Some(Some(arch))
-        }
+        self.bits[lo..hi].fill(0);
+    }
+
+    fn failed(&self, i: usize) -> bool {
+        self.bits[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    fn fail(&mut self, i: usize) {
+        self.bits[i / 64] |= 1 << (i % 64);
     }
 }
 
-/// Reads a capture at the start of `s`: bytes consumed and the architecture.
-/// Each capture reads one way only (the longest form), so a pattern has one
-/// reading of a name.
-pub fn read(kind: Capture, s: &[u8]) -> Option<(usize, DbArch)> {
+thread_local! {
+    static MEMO: std::cell::RefCell<Memo> = std::cell::RefCell::default();
+}
+
+#[cfg(test)]
+thread_local! {
+    /// States expanded and `*`/`**` positions tried on this thread (tests
+    /// assert the bound on it).
+    static STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+#[inline]
+fn step() {
+    #[cfg(test)]
+    STEPS.with(|s| s.set(s.get() + 1));
+}
+
+/// Work done by matches on this thread so far (see the bound above).
+#[cfg(test)]
+pub(super) fn steps() -> u64 {
+    STEPS.with(|s| s.get())
+}
+
+struct Walk<'m, 'p, 'a> {
+    comps: &'p [Comp],
+    path: &'m [PathComp<'a>],
+    memo: &'m mut Memo,
+    /// Bit index of segment states (after the walk states).
+    seg_base: usize,
+}
+
+impl Walk<'_, '_, '_> {
+    fn state(&self, c: usize, j: usize) -> usize {
+        c * (self.path.len() + 1) + j
+    }
+
+    /// The pattern from component `c` against the path from `j`.
+    fn walk(&mut self, c: usize, j: usize) -> Option<Option<Hit>> {
+        step();
+        if self.memo.failed(self.state(c, j)) {
+            return None;
+        }
+        let found = match self.comps.get(c) {
+            None => (j == self.path.len()).then_some(None),
+            Some(Comp::Any) => self.any(c, j),
+            Some(Comp::Seg(toks)) => match self.path.get(j) {
+                Some(PathComp::Name(name)) => {
+                    let here = Segment { toks, s: name, memo: &mut *self.memo, base: self.seg_base }.run(j);
+                    match here {
+                        Some(here) => self.walk(c + 1, j + 1).map(|later| here.or(later)),
+                        None => None,
+                    }
+                }
+                _ => None,
+            },
+        };
+        if found.is_none() {
+            self.memo.fail(self.state(c, j));
+        }
+        found
+    }
+
+    /// `**` at `c`: the rest after skipping 0, 1, … components (at least
+    /// one when `**` is last), fewest first. State (c, i) for i > j is the
+    /// same question one component further on, so the loop stops at the
+    /// first such state already known to fail and marks the ones it tried.
+    fn any(&mut self, c: usize, j: usize) -> Option<Option<Hit>> {
+        let min = usize::from(c + 1 == self.comps.len());
+        let mut i = j;
+        let mut found = None;
+        while i + min <= self.path.len() {
+            step();
+            if i > j && self.memo.failed(self.state(c, i)) {
+                break;
+            }
+            found = self.walk(c + 1, i + min);
+            if found.is_some() {
+                break;
+            }
+            i += 1;
+        }
+        if found.is_none() {
+            for k in j + 1..i.min(self.path.len() + 1) {
+                self.memo.fail(self.state(c, k));
+            }
+        }
+        found
+    }
+}
+
+/// One component matched against one name; `base` is where its failure
+/// bits start in the memo.
+struct Segment<'m, 'p, 's> {
+    toks: &'p [Tok],
+    s: &'s [u8],
+    memo: &'m mut Memo,
+    base: usize,
+}
+
+impl Segment<'_, '_, '_> {
+    fn run(mut self, comp: usize) -> Option<Option<Hit>> {
+        self.memo.reset(self.base, (self.toks.len() + 1) * (self.s.len() + 1));
+        self.eval(0, 0).map(|at| at.map(|at| Hit { comp, at }))
+    }
+
+    fn state(&self, k: usize, i: usize) -> usize {
+        self.base + k * (self.s.len() + 1) + i
+    }
+
+    /// Tokens from `k` against the name from byte `i`: `Some(capture offset)`.
+    fn eval(&mut self, k: usize, i: usize) -> Option<Option<usize>> {
+        step();
+        if self.memo.failed(self.state(k, i)) {
+            return None;
+        }
+        let s = self.s;
+        let rest = &s[i..];
+        let found = match self.toks.get(k) {
+            None => rest.is_empty().then_some(None),
+            Some(Tok::Lit(l)) => rest.starts_with(l).then(|| self.eval(k + 1, i + l.len())).flatten(),
+            Some(Tok::One) => (1..=rest.len()).find(|&w| boundary(rest, w)).and_then(|w| self.eval(k + 1, i + w)),
+            Some(Tok::Star) => self.star(k, i),
+            Some(Tok::Alt(opts)) => opts.iter().filter(|o| rest.starts_with(o)).find_map(|o| self.eval(k + 1, i + o.len())),
+            Some(Tok::Hex64) => match rest.get(..64) {
+                Some(d) if d.iter().all(u8::is_ascii_hexdigit) => self.eval(k + 1, i + 64),
+                _ => None,
+            },
+            Some(Tok::Cap(kind)) => read(*kind, rest).and_then(|r| self.eval(k + 1, i + r.len)).map(|_| Some(i)),
+        };
+        if found.is_none() {
+            self.memo.fail(self.state(k, i));
+        }
+        found
+    }
+
+    /// `*` at `k`: the rest of the tokens after 0, 1, … characters,
+    /// shortest first, stopping at a position where `*` already failed.
+    fn star(&mut self, k: usize, i: usize) -> Option<Option<usize>> {
+        let s = self.s;
+        let mut p = i;
+        let mut found = None;
+        while p <= s.len() {
+            step();
+            if boundary(s, p) {
+                if p > i && self.memo.failed(self.state(k, p)) {
+                    break;
+                }
+                found = self.eval(k + 1, p);
+                if found.is_some() {
+                    break;
+                }
+            }
+            p += 1;
+        }
+        if found.is_none() {
+            for q in i + 1..p.min(s.len() + 1) {
+                self.memo.fail(self.state(k, q));
+            }
+        }
+        found
+    }
+}
+
+/// What a capture read: its length and how to name the architecture,
+/// as positions in the name (nothing allocated until `arch`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Reading {
+    len: usize,
+    name: Name,
+    xnack: Option<bool>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Name {
+    /// The first n bytes are the processor.
+    Span(usize),
+    /// The first n bytes, then `-strict` (composable_kernel's `_strict`).
+    StrictSpan(usize),
+    /// A processor of the fixed list.
+    Known(&'static str),
+    /// The first n bytes name a family by prefix.
+    Family(usize),
+}
+
+impl Reading {
+    /// The architecture, from the name the reading was made on.
+    fn arch(self, s: &[u8]) -> DbArch {
+        let text = |n: usize| String::from_utf8_lossy(&s[..n]).into_owned();
+        let processor = match self.name {
+            Name::Span(n) => text(n),
+            Name::StrictSpan(n) => text(n) + "-strict",
+            Name::Known(k) => k.to_string(),
+            Name::Family(n) => return DbArch::Family(text(n)),
+        };
+        DbArch::Processor { processor, xnack: self.xnack }
+    }
+}
+
+/// Reads a capture at the start of `s`. Each capture reads one way only
+/// (the longest form), so a pattern has one reading of a name.
+pub(super) fn read(kind: Capture, s: &[u8]) -> Option<Reading> {
     match kind {
         Capture::Arch => read_arch(s),
         Capture::ArchCu => read_known(s).or_else(|| read_arch(s)),
@@ -272,14 +516,6 @@ const KNOWN: &[&str] = &[
     "gfx900",
 ];
 
-fn processor(s: &[u8], n: usize) -> String {
-    String::from_utf8_lossy(&s[..n]).into_owned()
-}
-
-fn bare(processor: String) -> DbArch {
-    DbArch::Processor { processor, xnack: None }
-}
-
 /// `gfx` followed by at least one digit; returns the end of the digits.
 fn gfx_digits(s: &[u8]) -> Option<usize> {
     let rest = s.strip_prefix(b"gfx")?;
@@ -287,36 +523,35 @@ fn gfx_digits(s: &[u8]) -> Option<usize> {
     (d > 0).then_some(3 + d)
 }
 
-fn read_arch(s: &[u8]) -> Option<(usize, DbArch)> {
+fn read_arch(s: &[u8]) -> Option<Reading> {
     let mut j = gfx_digits(s)?;
     j += s[j..].iter().take_while(|b| b.is_ascii_lowercase()).count();
     if s[j..].starts_with(b"-strict") {
         j += "-strict".len();
     }
-    let p = processor(s, j);
     let xnack = match s.get(j..j + 7) {
         Some(b"-xnack+") => Some(true),
         Some(b"-xnack-") => Some(false),
         _ => None,
     };
-    let n = if xnack.is_some() { j + 7 } else { j };
-    Some((n, DbArch::Processor { processor: p, xnack }))
+    let len = if xnack.is_some() { j + 7 } else { j };
+    Some(Reading { len, name: Name::Span(j), xnack })
 }
 
-fn read_known(s: &[u8]) -> Option<(usize, DbArch)> {
+fn read_known(s: &[u8]) -> Option<Reading> {
     KNOWN.iter().find_map(|k| {
         let after = s.strip_prefix(k.as_bytes())?;
-        (!after.first().is_some_and(u8::is_ascii_lowercase)).then(|| (k.len(), bare(k.to_string())))
+        (!after.first().is_some_and(u8::is_ascii_lowercase)).then_some(Reading { len: k.len(), name: Name::Known(k), xnack: None })
     })
 }
 
-fn read_ck(s: &[u8]) -> Option<(usize, DbArch)> {
+fn read_ck(s: &[u8]) -> Option<Reading> {
     let mut j = gfx_digits(s)?;
     j += s[j..].iter().take_while(|b| b.is_ascii_lowercase()).count();
-    let mut p = processor(s, j);
+    let mut name = Name::Span(j);
     if s[j..].starts_with(b"_strict") {
+        name = Name::StrictSpan(j);
         j += "_strict".len();
-        p.push_str("-strict");
     }
     let mut xnack = None;
     loop {
@@ -340,12 +575,16 @@ fn read_ck(s: &[u8]) -> Option<(usize, DbArch)> {
         }
         j += name_len + 1;
     }
-    Some((j, DbArch::Processor { processor: p, xnack }))
+    Some(Reading { len: j, name, xnack })
 }
 
-fn read_family(s: &[u8]) -> Option<(usize, DbArch)> {
+fn read_family(s: &[u8]) -> Option<Reading> {
     let d = gfx_digits(s)?;
     let x = s[d..].iter().take_while(|&&b| b == b'x').count();
     let ends = !s.get(d + x).is_some_and(|b| b.is_ascii_alphanumeric());
-    ((1..=2).contains(&x) && ends).then(|| (d + x, DbArch::Family(processor(s, d))))
+    ((1..=2).contains(&x) && ends).then_some(Reading { len: d + x, name: Name::Family(d), xnack: None })
 }
+
+#[cfg(test)]
+#[path = "match_tests.rs"]
+mod match_tests;
