@@ -99,12 +99,13 @@ fn resolve_out_writes_all_or_nothing() {
     let work = tempdir();
     let lib = assets().join("bin/libtwo.so");
     let resolve = |arch: &str, out: &Path| Command::new(kpackfs()).arg("resolve").arg(&lib).args(["--arch", arch, "--out"]).arg(out).output().expect("kpackfs");
-    // No wrapper resolves for a target the library does not carry.
+    // A target the library does not carry is refused before anything is
+    // written (exit 2, the README's exit-status table).
     let out = work.path().join("none");
     let o = resolve("gfx1100", &out);
     assert!(!out.exists(), "a failed resolve created its output directory");
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("nothing written"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("carries no code for it"), "{}", text(&o));
     // Objects that do not fit (4.5 KB each into one page): nothing partial.
     let small = Tmpfs::new(&work.path().join("small"), "4k");
     let o = resolve("gfx90a:xnack-", &small.0);

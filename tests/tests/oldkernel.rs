@@ -94,3 +94,27 @@ fn relocated_program_headers_are_where_old_kernels_look() {
         check(&baked.path().join("out/bin").join(exe), &probe, &work.path().join(format!("{exe}.bake")), true);
     }
 }
+
+/// `verify` names an executable whose relocated table breaks the old
+/// kernels' rule: the reference tool's own `app_pie.kpacked` (the golden)
+/// put in place of split's output; split's output itself passes.
+#[test]
+fn verify_reports_executables_old_kernels_cannot_start() {
+    let src = tempdir();
+    fs::create_dir(src.path().join("bin")).unwrap();
+    fs::copy(assets().join("bin/app_pie"), src.path().join("bin/app_pie")).unwrap();
+    let out = tempdir();
+    let o = Command::new(kpackfs()).arg("split").arg(src.path()).arg(out.path().join("o")).args(["--component", "app", "-q"]).output().unwrap();
+    assert!(o.status.success(), "split: {}", String::from_utf8_lossy(&o.stderr));
+    let verify = || Command::new(kpackfs()).arg("verify").arg(out.path().join("o")).output().unwrap();
+    let v = verify();
+    let text = format!("{}{}", String::from_utf8_lossy(&v.stdout), String::from_utf8_lossy(&v.stderr));
+    assert!(v.status.success() && !text.contains("old-kernels"), "{text}");
+    let exe = out.path().join("o/app_generic/bin/app_pie");
+    assert!(exe.is_file(), "split's layout changed: {}", exe.display());
+    fs::copy(vectors().join("generated-golden/elf/app_pie.kpacked"), &exe).unwrap();
+    let v = verify();
+    let text = format!("{}{}", String::from_utf8_lossy(&v.stdout), String::from_utf8_lossy(&v.stderr));
+    assert_eq!(v.status.code(), Some(1), "{text}");
+    assert!(text.contains("bin/app_pie") && text.contains("kernels before Linux 5.18 pass 0x8000"), "{text}");
+}

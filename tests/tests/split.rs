@@ -314,7 +314,7 @@ fn failed_split_leaves_nothing_behind() {
     fs::write(&file, b"keep").unwrap();
     let o = split(input.path(), &file, "blas", &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("exists and is not a directory"), "{}", text(&o));
+    assert!(text(&o).contains("is a file, not a directory"), "{}", text(&o));
     assert_eq!(fs::read(&file).unwrap(), b"keep");
 }
 

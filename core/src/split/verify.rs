@@ -252,6 +252,15 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
             r.problem("converted", rel.clone(), "fat binary left with its device code");
             continue;
         }
+        if let Some((old, actual)) = crate::elf::ElfFile::parse(&f).ok().and_then(|e| e.old_kernel_phdr_mismatch()) {
+            r.problem(
+                "old-kernels",
+                rel.clone(),
+                format!(
+                    "program header table mapped at {actual:#x}, but kernels before Linux 5.18 pass {old:#x} to ld.so: this executable will not start there"
+                ),
+            );
+        }
         binaries.push(rel.clone());
     }
     // Contamination: in a split, each processor's files are in the artifact
