@@ -78,8 +78,10 @@ const FILES: &[(&str, &str, &str)] = &[
     ("lib/aotriton.images/version.txt", "*", ""),
     ("lib/aotriton.images/amd-gfx11xx/flash/a.aks2", "C", "gfx11*"),
     ("lib/aotriton.images/amd-gfx120x/flash/a.aks2", "", "gfx120*"),
-    ("lib/aotriton.images/amd-gfx942/flash/a.aks2", "", "gfx942"),
-    ("lib/aotriton.images/amd-gfx90a/flash/a.aks2", "AB", "gfx90a"),
+    ("lib/aotriton.images/amd-gfx942/flash/a.aks2", "", "gfx942*"),
+    ("lib/aotriton.images/amd-gfx90a/flash/a.aks2", "AB", "gfx90a*"),
+    // AOTriton loads the gfx1250 image on gfx1250-strict devices too.
+    ("lib/aotriton.images/amd-gfx1250/flash/a.aks2", "DE", "gfx1250*"),
     ("lib/aotriton/kernels/README", "*", ""),
     ("lib/aotriton/kernels/gfx90a/flash.hsaco", "AB", "gfx90a"),
     ("lib/aotriton/kernels/gfx1100/flash.hsaco", "C", "gfx1100"),
@@ -258,4 +260,68 @@ fn archs_counts_database_files_per_target() {
     *want.entry("gfx1100".into()).or_default() += 1;
     *want.entry("gfx1250".into()).or_default() -= 1;
     assert_eq!(counts(&["--db-rule", "**/site/kernels-{arch}.bin", "--db-rule", "**/libdevice_conv_operations_gfx1250.a -> generic"]), want);
+}
+
+/// `kpackfs split` routes each database file to the artifact(s) of its
+/// target, by a table written by hand: `*` is the generic artifact, and
+/// a file may go to several (an AOTriton image shared by two identities).
+const SPLIT_FILES: &[(&str, &str)] = &[
+    ("lib/rocblas/library/TensileLibrary.dat", "*"),
+    ("lib/rocblas/library/TensileLibrary_gfx1250-strict.dat", "gfx1250-strict"),
+    ("lib/rocblas/library/Kernels.so-000-gfx1250.hsaco", "gfx1250"),
+    ("lib/hipsparselt/library/TensileLibrary_gfx942.dat", "gfx942"),
+    ("lib/hipblaslt/library/gfx950/TensileManifest.txt", "gfx950"),
+    ("share/miopen/db/gfx942.kdb", "gfx942"),
+    ("share/miopen/db/gfx1250-strict256.HIP.fdb.txt", "gfx1250-strict"),
+    ("lib/libMIOpenCKGroupedConv_gfx942.so.1.0", "gfx942"),
+    ("lib/libdevice_conv_operations_gfx950_xnackp.a", "gfx950"),
+    ("lib/libdevice_conv_operations.a", "*"),
+    ("lib/hipdnn_plugins/engines/arch_content/rocke/gfx950/gfx942/k.co", "gfx950"),
+    ("lib/aotriton.images/amd-gfx1250/flash/k.aks2", "gfx1250 gfx1250-strict"),
+    ("lib/aotriton.images/amd-gfx942/flash/k.aks2", "gfx942"),
+    ("lib/aotriton.images/amd-gfx1250-strict/flash/k.aks2", "gfx1250-strict"),
+];
+
+fn split_db(src: &Path, out: &Path, extra: &[&str]) {
+    let o = Command::new(kpackfs()).arg("split").arg(src).arg(out).args(["--component", "db", "-q"]).args(extra).output().unwrap();
+    assert!(o.status.success(), "split {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The artifacts (`*` for generic) that hold `rel`, sorted.
+fn holders(out: &Path, rel: &str) -> String {
+    let mut arts: Vec<String> = fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|a| Path::new(out).join(a).join(rel).is_file())
+        .map(|a| if a == "db_generic" { "*".to_string() } else { a.trim_start_matches("db_").to_string() })
+        .collect();
+    arts.sort();
+    arts.join(" ")
+}
+
+#[test]
+fn split_routes_database_files_to_their_artifacts() {
+    let src = tempdir();
+    for (rel, _) in SPLIT_FILES {
+        let p = src.path().join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, rel.as_bytes()).unwrap();
+    }
+    let out = tempdir();
+    split_db(src.path(), out.path(), &[]);
+    for (rel, want) in SPLIT_FILES {
+        assert_eq!(holders(out.path(), rel), *want, "{rel}");
+    }
+    // Selecting only the strict identity keeps the gfx1250 AOTriton image
+    // it loads, in its own artifact.
+    let out = tempdir();
+    split_db(src.path(), out.path(), &["--targets", "gfx1250-strict"]);
+    for rel in [
+        "lib/aotriton.images/amd-gfx1250/flash/k.aks2",
+        "lib/aotriton.images/amd-gfx1250-strict/flash/k.aks2",
+        "lib/rocblas/library/TensileLibrary_gfx1250-strict.dat",
+    ] {
+        assert_eq!(holders(out.path(), rel), "gfx1250-strict", "{rel}");
+    }
+    assert_eq!(holders(out.path(), "lib/rocblas/library/Kernels.so-000-gfx1250.hsaco"), "");
 }

@@ -251,13 +251,27 @@ impl Rules {
             if let Some(found) = r.pattern.matches(&path) {
                 log::trace!("{}: rule {} ({})", rel.display(), r.at, r.text);
                 return match &r.then {
-                    Then::Capture => found,
+                    Then::Capture => found.map(|a| widen_family(r.pattern.capture(), a)),
                     Then::Fixed(a) => Some(a.clone()),
                     Then::Generic => None,
                 };
             }
         }
         None
+    }
+}
+
+/// A `{family}` capture that reads one processor without an xnack setting
+/// (`aotriton.images/amd-gfx1250`) means that processor and every identity
+/// named from it: AOTriton matches its image directories by a pattern that
+/// also accepts a longer identity, so a gfx1250-strict device loads the
+/// `amd-gfx1250` image. As a prefix family it stays visible in a
+/// gfx1250-strict view and `split` routes it to each such artifact. A
+/// strict-only image (`amd-gfx1250-strict`) names only the strict identity.
+fn widen_family(kind: Option<Capture>, a: DbArch) -> DbArch {
+    match a {
+        DbArch::Processor { processor, xnack: None } if kind == Some(Capture::Family) => DbArch::Family(processor),
+        other => other,
     }
 }
 

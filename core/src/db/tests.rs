@@ -150,9 +150,12 @@ fn aotriton_layouts() {
     let img = |d: &str| c(&format!("lib/aotriton.images/{d}/flash/a.aks2"));
     assert_eq!(img("amd-gfx11xx"), fam("gfx11"));
     assert_eq!(img("amd-gfx120x"), fam("gfx120"));
-    assert_eq!(img("amd-gfx942"), p("gfx942", None));
-    assert_eq!(img("amd-gfx950"), p("gfx950", None));
-    assert_eq!(img("amd-gfx1250-strict"), p("gfx1250-strict", None));
+    // One processor's image is that processor's prefix family: AOTriton
+    // picks `amd-gfx1250` on a gfx1250-strict device too (docs §6, C4).
+    assert_eq!(img("amd-gfx942"), fam("gfx942"));
+    assert_eq!(img("amd-gfx950"), fam("gfx950"));
+    assert_eq!(img("amd-gfx1250"), fam("gfx1250"));
+    assert_eq!(img("amd-gfx1250-strict"), fam("gfx1250-strict"));
     assert_eq!(img("amd-other"), None);
     assert_eq!(img("nv-gfx942"), None);
     assert_eq!(c("lib/aotriton.images/amd-gfx942"), None);
@@ -161,6 +164,26 @@ fn aotriton_layouts() {
     assert!(DbArch::Family("gfx120".into()).selected_by(&sel("gfx1201")));
     assert!(!DbArch::Family("gfx120".into()).selected_by(&sel("gfx1250")));
     assert!(!DbArch::Family("gfx11".into()).selected_by(&sel("gfx90a")));
+}
+
+/// AOTriton matches its image directories by a pattern that accepts a
+/// longer identity of the same processor, so the gfx1250 image serves
+/// gfx1250-strict devices (ROCm/pytorch #3639 keeps relying on it); a
+/// strict-only image stays strict-only.
+#[test]
+fn aotriton_images_serve_strict_devices() {
+    let shown = |rel: &str, s: &str| c(rel).unwrap_or_else(|| panic!("{rel}")).selected_by(&sel(s));
+    let g1250 = "lib/aotriton.images/amd-gfx1250/flash/attn_fwd/k.aks2";
+    assert!(shown(g1250, "gfx1250") && shown(g1250, "gfx1250-strict"));
+    assert!(!shown(g1250, "gfx942") && !shown(g1250, "gfx1200"));
+    let g942 = "lib/aotriton.images/amd-gfx942/flash/k.aks2";
+    assert!(shown(g942, "gfx942") && shown(g942, "gfx942:xnack+"));
+    assert!(!shown(g942, "gfx950") && !shown(g942, "gfx90a"));
+    let strict = "lib/aotriton.images/amd-gfx1250-strict/flash/k.aks2";
+    assert!(shown(strict, "gfx1250-strict") && !shown(strict, "gfx1250"));
+    // Images named with an xnack setting keep it.
+    assert_eq!(c("lib/aotriton.images/amd-gfx90a-xnack-/k.aks2"), p("gfx90a", Some(false)));
+    assert_eq!(cdir("lib/aotriton.images/amd-gfx1250"), fam("gfx1250"));
 }
 
 #[test]
