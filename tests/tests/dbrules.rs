@@ -93,6 +93,8 @@ const FILES: &[(&str, &str, &str)] = &[
     ("share/miopen/db/gfx1250256.HIP.fdb.txt", "D", "gfx1250"),
     ("share/miopen/db/gfx1250-strict256.HIP.fdb.txt", "E", "gfx1250-strict"),
     ("share/miopen/db/gfx942.tn.model", "", "gfx942"),
+    // An unknown processor (gfx1036) run into its CU count: generic.
+    ("share/miopen/db/gfx103612.db.txt", "*", ""),
     ("lib/libMIOpenCKGroupedConv_gfx90a.so", "AB", "gfx90a"),
     ("lib/libMIOpenCKGroupedConv_gfx1250-strict.so", "E", "gfx1250-strict"),
     // Not database files at all.
@@ -273,6 +275,8 @@ const SPLIT_FILES: &[(&str, &str)] = &[
     ("lib/hipblaslt/library/gfx950/TensileManifest.txt", "gfx950"),
     ("share/miopen/db/gfx942.kdb", "gfx942"),
     ("share/miopen/db/gfx1250-strict256.HIP.fdb.txt", "gfx1250-strict"),
+    ("share/miopen/db/gfx103612.db.txt", "*"),
+    ("share/miopen/db/gfx1103_14.kdb", "gfx1103"),
     ("lib/libMIOpenCKGroupedConv_gfx942.so.1.0", "gfx942"),
     ("lib/libdevice_conv_operations_gfx950_xnackp.a", "gfx950"),
     ("lib/libdevice_conv_operations.a", "*"),

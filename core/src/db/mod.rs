@@ -248,17 +248,36 @@ impl Rules {
             path.push(PathComp::Beneath);
         }
         for r in &self.rules {
-            if let Some(found) = r.pattern.matches(&path) {
-                log::trace!("{}: rule {} ({})", rel.display(), r.at, r.text);
-                return match &r.then {
-                    Then::Capture => found.map(|a| widen_family(r.pattern.capture(), a)),
-                    Then::Fixed(a) => Some(a.clone()),
-                    Then::Generic => None,
-                };
+            let Some(found) = r.pattern.matches(&path) else { continue };
+            let found = found.map(|a| widen_family(r.pattern.capture(), a));
+            if let Some(a) = found.as_ref().filter(|a| !plausible(a)) {
+                log::debug!("{}: rule {} reads {a}, which names no processor; rule skipped", rel.display(), r.at);
+                continue;
             }
+            log::trace!("{}: rule {} ({})", rel.display(), r.at, r.text);
+            return match &r.then {
+                Then::Capture => found,
+                Then::Fixed(a) => Some(a.clone()),
+                Then::Generic => None,
+            };
         }
         None
     }
+}
+
+/// Whether a captured architecture can name a processor: no AMDGPU
+/// processor has more than 4 digits. A longer run is an unknown processor
+/// run into a count (MIOpen's `gfx103612.db.txt`: gfx1036, 12 CUs); read as
+/// a target it would be one no selection names, hiding the file from every
+/// view, the GPU it is for included. Such a rule does not apply (upstream's
+/// MIOpen handler leaves names outside its list generic, too).
+fn plausible(a: &DbArch) -> bool {
+    let name = match a {
+        DbArch::Processor { processor, .. } => processor,
+        DbArch::Family(prefix) => prefix,
+    };
+    let digits = name.strip_prefix("gfx").map_or(0, |r| r.bytes().take_while(u8::is_ascii_digit).count());
+    digits <= 4
 }
 
 /// A `{family}` capture that reads one processor without an xnack setting

@@ -46,6 +46,7 @@ fn tensile_flat_layout_at_any_depth() {
         assert_eq!(f("TensileManifest.txt"), None);
         assert_eq!(f("gfx90a.txt"), None);
         assert_eq!(f("Kernels.so-000-gfx90a.hsaco.bak"), None);
+        assert_eq!(f("TensileLibrary_gfx103612.dat"), None, "no processor has 6 digits");
     }
     // `library` must come after the library's own directory.
     assert_eq!(c("lib/library/rocblas/TensileLibrary_gfx90a.co"), None);
@@ -83,6 +84,13 @@ fn miopen_databases() {
     assert_eq!(f("gfx1250256.HIP.fdb.txt"), p("gfx1250", None));
     // Not in the fixed list: read like {arch}.
     assert_eq!(f("gfx1152_16.kdb"), p("gfx1152", None));
+    assert_eq!(f("gfx1103_14.kdb"), p("gfx1103", None));
+    // An unknown processor run into its CU count reads as a digit run no
+    // processor has (more than 4 digits): generic, served in every view,
+    // as upstream's handler leaves names outside its list.
+    assert_eq!(f("gfx103612.db.txt"), None);
+    assert_eq!(f("gfx11036.HIP.fdb.txt"), None);
+    assert_eq!(f("gfx110012.kdb"), p("gfx1100", None));
     assert_eq!(f("readme.txt"), None);
     assert_eq!(f("gfx942.txt"), None);
     assert_eq!(c("share/miopen/other/gfx942.kdb"), None);
