@@ -329,3 +329,37 @@ fn split_routes_database_files_to_their_artifacts() {
     }
     assert_eq!(holders(out.path(), "lib/rocblas/library/Kernels.so-000-gfx1250.hsaco"), "");
 }
+
+/// A feature-qualified `--targets` keeps every variant of the processor,
+/// as upstream's splitter does since rocm-systems #7645: one processor's
+/// artifact serves each xnack mode of it, so an xnack+ process on a device
+/// packaged with `--targets gfx90a:xnack-` still finds its Tensile kernels
+/// and code objects. File names are kept.
+#[test]
+fn split_feature_targets_keep_every_variant_of_the_processor() {
+    let src = tempdir();
+    let lib = src.path().join("lib");
+    let tensile = lib.join("rocblas/library");
+    fs::create_dir_all(&tensile).unwrap();
+    fs::copy(assets().join("bin/libmulti.so"), lib.join("libmulti.so")).unwrap();
+    let names = ["TensileLibrary_lazy_gfx90a-xnack+.co", "TensileLibrary_lazy_gfx90a-xnack-.co", "TensileLibrary_lazy_gfx90a.co"];
+    for n in names {
+        fs::write(tensile.join(n), n).unwrap();
+    }
+    let out = tempdir();
+    let o =
+        Command::new(kpackfs()).arg("split").arg(src.path()).arg(out.path()).args(["--component", "db", "-q", "--targets", "gfx90a:xnack-"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("--targets gfx90a:xnack-: split keeps every variant of gfx90a"), "{err}");
+    for n in names {
+        assert_eq!(holders(out.path(), &format!("lib/rocblas/library/{n}")), "gfx90a", "{n}");
+    }
+    let mut archives: Vec<String> =
+        fs::read_dir(out.path().join("db_gfx90a/.kpack")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    archives.sort();
+    assert_eq!(archives, ["db_gfx90a:xnack+.kpack", "db_gfx90a:xnack-.kpack"]);
+    let mut arts: Vec<String> = fs::read_dir(out.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    arts.sort();
+    assert_eq!(arts, ["db_generic", "db_gfx90a"], "gfx1030 and gfx906 are still dropped");
+}
