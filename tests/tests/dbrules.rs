@@ -38,6 +38,9 @@ const FILES: &[(&str, &str, &str)] = &[
     ("$T/Kernels.so-000-gfx1100.hsaco", "C", "gfx1100"),
     ("$T/Kernels.so-000-gfx1250.hsaco", "D", "gfx1250"),
     ("$T/TensileLibrary_gfx1250-strict.dat", "E", "gfx1250-strict"),
+    // A subdirectory of library/ that is no architecture's: the name decides.
+    ("$T/extra/TensileLibrary_gfx1100.co", "C", "gfx1100"),
+    ("$T/extra/TensileManifest.txt", "*", ""),
     // hipBLASLt: per-architecture directories, plus flat names.
     ("lib/hipblaslt/library/hipblasltExtOpLibrary.dat", "*", ""),
     ("lib/hipblaslt/library/TensileLiteLibrary_lazy_gfx1100_Mapping.dat", "C", "gfx1100"),
@@ -274,6 +277,8 @@ const SPLIT_FILES: &[(&str, &str)] = &[
     ("lib/rocblas/library/TensileLibrary_gfx1250-strict.dat", "gfx1250-strict"),
     ("lib/rocblas/library/Kernels.so-000-gfx1250.hsaco", "gfx1250"),
     ("lib/hipsparselt/library/TensileLibrary_gfx942.dat", "gfx942"),
+    ("lib/rocblas/library/extra/TensileLibrary_gfx942.co", "gfx942"),
+    ("lib/rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco", "gfx90a"),
     ("lib/hipblaslt/library/gfx950/TensileManifest.txt", "gfx950"),
     ("share/miopen/db/gfx942.kdb", "gfx942"),
     ("share/miopen/db/gfx1250-strict256.HIP.fdb.txt", "gfx1250-strict"),

@@ -24,7 +24,7 @@ fn sel(s: &str) -> Selection {
 
 #[test]
 fn builtin_table_parses() {
-    assert_eq!(Rules::builtin().len(), 11);
+    assert_eq!(Rules::builtin().len(), 12);
     assert_eq!(Rules::default().len(), Rules::builtin().len());
 }
 
@@ -48,6 +48,17 @@ fn tensile_flat_layout_at_any_depth() {
         assert_eq!(f("Kernels.so-000-gfx90a.hsaco.bak"), None);
         assert_eq!(f("TensileLibrary_gfx103612.dat"), None, "no processor has 6 digits");
     }
+    // One directory below library/ that is not an architecture's: the name
+    // decides (upstream's flat test applies beneath library/ too).
+    assert_eq!(c("lib/rocblas/library/extra/TensileLibrary_gfx942.co"), p("gfx942", None));
+    assert_eq!(c("lib/x86_64-linux-gnu/rocblas/2.47.0/library/lazy/Kernels.so-000-gfx90a-xnack+.hsaco"), p("gfx90a", Some(true)));
+    assert_eq!(c("lib/rocblas/library/extra/TensileManifest.txt"), None);
+    assert_eq!(c("lib/rocblas/library/extra/TensileLibrary.dat"), None);
+    // Inside library/<arch>/ the directory decides, not the name.
+    assert_eq!(c("lib/rocblas/library/gfx90a/Kernels.so-000-gfx90a-xnack-.hsaco"), p("gfx90a", None));
+    // Two levels down is not read (upstream: any depth; a third `**` would
+    // make a deep decoy tree cost depth³ with this matcher).
+    assert_eq!(c("lib/rocblas/library/a/b/TensileLibrary_gfx942.co"), None);
     // `library` must come after the library's own directory.
     assert_eq!(c("lib/library/rocblas/TensileLibrary_gfx90a.co"), None);
     assert_eq!(c("lib/rocblaslib/library/TensileLibrary_gfx90a.co"), None);
