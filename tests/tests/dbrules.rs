@@ -38,6 +38,9 @@ const FILES: &[(&str, &str, &str)] = &[
     ("$T/Kernels.so-000-gfx1100.hsaco", "C", "gfx1100"),
     ("$T/Kernels.so-000-gfx1250.hsaco", "D", "gfx1250"),
     ("$T/TensileLibrary_gfx1250-strict.dat", "E", "gfx1250-strict"),
+    // A subdirectory of library/ that is no architecture's: the name decides.
+    ("$T/extra/TensileLibrary_gfx1100.co", "C", "gfx1100"),
+    ("$T/extra/TensileManifest.txt", "*", ""),
     // hipBLASLt: per-architecture directories, plus flat names.
     ("lib/hipblaslt/library/hipblasltExtOpLibrary.dat", "*", ""),
     ("lib/hipblaslt/library/TensileLiteLibrary_lazy_gfx1100_Mapping.dat", "C", "gfx1100"),
@@ -73,13 +76,17 @@ const FILES: &[(&str, &str, &str)] = &[
     ("share/rocjitsu/translations/gfx1250-b0-a0/v1/$H.man", "D", "gfx1250"),
     ("share/rocjitsu/translations/gfx1250-b0-a0/v1/$H.obj", "D", "gfx1250"),
     ("share/rocjitsu/translations/gfx1100-a0/v1/index.json", "*", ""),
-    ("share/rocjitsu/translations/gfx1100-a0/v1/$H.obj", "C", "gfx1100"),
+    // A domain outside upstream's explicit map is generic, even if it looks
+    // like an architecture.
+    ("share/rocjitsu/translations/gfx1100-a0/v1/$H.obj", "*", ""),
     // AOTriton: images (families and single targets) and the older kernels/.
     ("lib/aotriton.images/version.txt", "*", ""),
     ("lib/aotriton.images/amd-gfx11xx/flash/a.aks2", "C", "gfx11*"),
     ("lib/aotriton.images/amd-gfx120x/flash/a.aks2", "", "gfx120*"),
-    ("lib/aotriton.images/amd-gfx942/flash/a.aks2", "", "gfx942"),
-    ("lib/aotriton.images/amd-gfx90a/flash/a.aks2", "AB", "gfx90a"),
+    ("lib/aotriton.images/amd-gfx942/flash/a.aks2", "", "gfx942*"),
+    ("lib/aotriton.images/amd-gfx90a/flash/a.aks2", "AB", "gfx90a*"),
+    // AOTriton loads the gfx1250 image on gfx1250-strict devices too.
+    ("lib/aotriton.images/amd-gfx1250/flash/a.aks2", "DE", "gfx1250*"),
     ("lib/aotriton/kernels/README", "*", ""),
     ("lib/aotriton/kernels/gfx90a/flash.hsaco", "AB", "gfx90a"),
     ("lib/aotriton/kernels/gfx1100/flash.hsaco", "C", "gfx1100"),
@@ -91,6 +98,8 @@ const FILES: &[(&str, &str, &str)] = &[
     ("share/miopen/db/gfx1250256.HIP.fdb.txt", "D", "gfx1250"),
     ("share/miopen/db/gfx1250-strict256.HIP.fdb.txt", "E", "gfx1250-strict"),
     ("share/miopen/db/gfx942.tn.model", "", "gfx942"),
+    // An unknown processor (gfx1036) run into its CU count: generic.
+    ("share/miopen/db/gfx103612.db.txt", "*", ""),
     ("lib/libMIOpenCKGroupedConv_gfx90a.so", "AB", "gfx90a"),
     ("lib/libMIOpenCKGroupedConv_gfx1250-strict.so", "E", "gfx1250-strict"),
     // Not database files at all.
@@ -258,4 +267,108 @@ fn archs_counts_database_files_per_target() {
     *want.entry("gfx1100".into()).or_default() += 1;
     *want.entry("gfx1250".into()).or_default() -= 1;
     assert_eq!(counts(&["--db-rule", "**/site/kernels-{arch}.bin", "--db-rule", "**/libdevice_conv_operations_gfx1250.a -> generic"]), want);
+}
+
+/// `kpackfs split` routes each database file to the artifact(s) of its
+/// target, by a table written by hand: `*` is the generic artifact, and
+/// a file may go to several (an AOTriton image shared by two identities).
+const SPLIT_FILES: &[(&str, &str)] = &[
+    ("lib/rocblas/library/TensileLibrary.dat", "*"),
+    ("lib/rocblas/library/TensileLibrary_gfx1250-strict.dat", "gfx1250-strict"),
+    ("lib/rocblas/library/Kernels.so-000-gfx1250.hsaco", "gfx1250"),
+    ("lib/hipsparselt/library/TensileLibrary_gfx942.dat", "gfx942"),
+    ("lib/rocblas/library/extra/TensileLibrary_gfx942.co", "gfx942"),
+    ("lib/rocblas/library/Kernels.so-000-gfx90a-xnack+.hsaco", "gfx90a"),
+    ("lib/hipblaslt/library/gfx950/TensileManifest.txt", "gfx950"),
+    ("share/miopen/db/gfx942.kdb", "gfx942"),
+    ("share/miopen/db/gfx1250-strict256.HIP.fdb.txt", "gfx1250-strict"),
+    ("share/miopen/db/gfx103612.db.txt", "*"),
+    ("share/miopen/db/gfx1103_14.kdb", "gfx1103"),
+    ("lib/libMIOpenCKGroupedConv_gfx942.so.1.0", "gfx942"),
+    ("lib/libdevice_conv_operations_gfx950_xnackp.a", "gfx950"),
+    ("lib/libdevice_conv_operations.a", "*"),
+    ("lib/hipdnn_plugins/engines/arch_content/rocke/gfx950/gfx942/k.co", "gfx950"),
+    ("lib/aotriton.images/amd-gfx1250/flash/k.aks2", "gfx1250 gfx1250-strict"),
+    ("share/rocjitsu/translations/gfx1250-b0-a0/v1/$H.obj", "gfx1250"),
+    ("share/rocjitsu/translations/gfx950-a0/v1/$H.obj", "*"),
+    ("lib/aotriton.images/amd-gfx942/flash/k.aks2", "gfx942"),
+    ("lib/aotriton.images/amd-gfx1250-strict/flash/k.aks2", "gfx1250-strict"),
+];
+
+fn split_db(src: &Path, out: &Path, extra: &[&str]) {
+    let o = Command::new(kpackfs()).arg("split").arg(src).arg(out).args(["--component", "db", "-q"]).args(extra).output().unwrap();
+    assert!(o.status.success(), "split {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The artifacts (`*` for generic) that hold `rel`, sorted.
+fn holders(out: &Path, rel: &str) -> String {
+    let mut arts: Vec<String> = fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|a| Path::new(out).join(a).join(rel).is_file())
+        .map(|a| if a == "db_generic" { "*".to_string() } else { a.trim_start_matches("db_").to_string() })
+        .collect();
+    arts.sort();
+    arts.join(" ")
+}
+
+#[test]
+fn split_routes_database_files_to_their_artifacts() {
+    let src = tempdir();
+    for (rel, _) in SPLIT_FILES {
+        let p = src.path().join(expand(rel));
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, rel.as_bytes()).unwrap();
+    }
+    let out = tempdir();
+    split_db(src.path(), out.path(), &[]);
+    for (rel, want) in SPLIT_FILES {
+        assert_eq!(holders(out.path(), expand(rel).to_str().unwrap()), *want, "{rel}");
+    }
+    // Selecting only the strict identity keeps the gfx1250 AOTriton image
+    // it loads, in its own artifact.
+    let out = tempdir();
+    split_db(src.path(), out.path(), &["--targets", "gfx1250-strict"]);
+    for rel in [
+        "lib/aotriton.images/amd-gfx1250/flash/k.aks2",
+        "lib/aotriton.images/amd-gfx1250-strict/flash/k.aks2",
+        "lib/rocblas/library/TensileLibrary_gfx1250-strict.dat",
+    ] {
+        assert_eq!(holders(out.path(), rel), "gfx1250-strict", "{rel}");
+    }
+    assert_eq!(holders(out.path(), "lib/rocblas/library/Kernels.so-000-gfx1250.hsaco"), "");
+}
+
+/// A feature-qualified `--targets` keeps every variant of the processor,
+/// as upstream's splitter does since rocm-systems #7645: one processor's
+/// artifact serves each xnack mode of it, so an xnack+ process on a device
+/// packaged with `--targets gfx90a:xnack-` still finds its Tensile kernels
+/// and code objects. File names are kept.
+#[test]
+fn split_feature_targets_keep_every_variant_of_the_processor() {
+    let src = tempdir();
+    let lib = src.path().join("lib");
+    let tensile = lib.join("rocblas/library");
+    fs::create_dir_all(&tensile).unwrap();
+    fs::copy(assets().join("bin/libmulti.so"), lib.join("libmulti.so")).unwrap();
+    let names = ["TensileLibrary_lazy_gfx90a-xnack+.co", "TensileLibrary_lazy_gfx90a-xnack-.co", "TensileLibrary_lazy_gfx90a.co"];
+    for n in names {
+        fs::write(tensile.join(n), n).unwrap();
+    }
+    let out = tempdir();
+    let o =
+        Command::new(kpackfs()).arg("split").arg(src.path()).arg(out.path()).args(["--component", "db", "-q", "--targets", "gfx90a:xnack-"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("--targets gfx90a:xnack-: split keeps every variant of gfx90a"), "{err}");
+    for n in names {
+        assert_eq!(holders(out.path(), &format!("lib/rocblas/library/{n}")), "gfx90a", "{n}");
+    }
+    let mut archives: Vec<String> =
+        fs::read_dir(out.path().join("db_gfx90a/.kpack")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    archives.sort();
+    assert_eq!(archives, ["db_gfx90a:xnack+.kpack", "db_gfx90a:xnack-.kpack"]);
+    let mut arts: Vec<String> = fs::read_dir(out.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    arts.sort();
+    assert_eq!(arts, ["db_generic", "db_gfx90a"], "gfx1030 and gfx906 are still dropped");
 }

@@ -29,8 +29,9 @@ pub enum SplitCompression {
 #[derive(Debug, Args)]
 pub struct SplitOptions {
     /// Keep only these targets (e.g. `gfx90a,gfx1100`; a processor keeps
-    /// its feature variants); others, such as a build system's fallback
-    /// target, are dropped. Default: every target found.
+    /// its feature variants, and `gfx90a:xnack-` keeps all of gfx90a: an
+    /// artifact serves every mode of its processor); others, such as a
+    /// build system's fallback target, are dropped. Default: every target found.
     #[arg(long, value_name = "TARGET[,TARGET…]")]
     pub targets: Option<String>,
     #[arg(long, value_enum, default_value_t = SplitCompression::Zstd)]
@@ -167,6 +168,14 @@ fn split_config(component: &str, o: &SplitOptions, default_naming: Naming) -> Re
     })
 }
 
+/// One line per feature-qualified `--targets` entry that split kept as its
+/// whole processor (`crate::split::processor_selection` says why).
+fn note_widened(widened: &[(String, String)]) {
+    for (given, processor) in widened {
+        eprintln!("--targets {given}: split keeps every variant of {processor} (its artifact serves each xnack/sramecc mode of the processor)");
+    }
+}
+
 fn split_failure(e: SplitError) -> Failure {
     match e {
         SplitError::Usage(m) => Failure::usage(m),
@@ -187,6 +196,7 @@ pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Resu
     let progress = Progress::default();
     let r = with_progress("splitting wheel", a.opts.quiet, &progress, || crate::split::wheel::split_wheel(&a.wheel, &a.output, &cfg, limits, &progress))
         .map_err(split_failure)?;
+    note_widened(&r.split.widened_targets);
     if !r.split.dropped_targets.is_empty() {
         eprintln!("dropped targets not selected: {}", r.split.dropped_targets.join(", "));
     }
@@ -217,6 +227,7 @@ pub(super) fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Fail
     for (bin, why) in &r.refused {
         log::warn!("{bin}: fat binary copied unchanged: {why}");
     }
+    note_widened(&r.widened_targets);
     if !r.dropped_targets.is_empty() {
         eprintln!("dropped targets not selected: {}", r.dropped_targets.join(", "));
     }

@@ -261,16 +261,49 @@ impl Rules {
         }
         let path = if n <= INLINE { &inline[..n] } else { &deep[..] };
         for r in &self.rules {
-            if let Some(found) = r.pattern.matches(path) {
-                log::trace!("{}: rule {} ({})", rel.display(), r.at, r.text);
-                return match &r.then {
-                    Then::Capture => found,
-                    Then::Fixed(a) => Some(a.clone()),
-                    Then::Generic => None,
-                };
+            let Some(found) = r.pattern.matches(path) else { continue };
+            let found = found.map(|a| widen_family(r.pattern.capture(), a));
+            if let Some(a) = found.as_ref().filter(|a| !plausible(a)) {
+                log::debug!("{}: rule {} reads {a}, which names no processor; rule skipped", rel.display(), r.at);
+                continue;
             }
+            log::trace!("{}: rule {} ({})", rel.display(), r.at, r.text);
+            return match &r.then {
+                Then::Capture => found,
+                Then::Fixed(a) => Some(a.clone()),
+                Then::Generic => None,
+            };
         }
         None
+    }
+}
+
+/// Whether a captured architecture can name a processor: no AMDGPU
+/// processor has more than 4 digits. A longer run is an unknown processor
+/// run into a count (MIOpen's `gfx103612.db.txt`: gfx1036, 12 CUs); read as
+/// a target it would be one no selection names, hiding the file from every
+/// view, the GPU it is for included. Such a rule does not apply (upstream's
+/// MIOpen handler leaves names outside its list generic, too).
+fn plausible(a: &DbArch) -> bool {
+    let name = match a {
+        DbArch::Processor { processor, .. } => processor,
+        DbArch::Family(prefix) => prefix,
+    };
+    let digits = name.strip_prefix("gfx").map_or(0, |r| r.bytes().take_while(u8::is_ascii_digit).count());
+    digits <= 4
+}
+
+/// A `{family}` capture that reads one processor without an xnack setting
+/// (`aotriton.images/amd-gfx1250`) means that processor and every identity
+/// named from it: AOTriton matches its image directories by a pattern that
+/// also accepts a longer identity, so a gfx1250-strict device loads the
+/// `amd-gfx1250` image. As a prefix family it stays visible in a
+/// gfx1250-strict view and `split` routes it to each such artifact. A
+/// strict-only image (`amd-gfx1250-strict`) names only the strict identity.
+fn widen_family(kind: Option<Capture>, a: DbArch) -> DbArch {
+    match a {
+        DbArch::Processor { processor, xnack: None } if kind == Some(Capture::Family) => DbArch::Family(processor),
+        other => other,
     }
 }
 

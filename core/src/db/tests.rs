@@ -24,7 +24,7 @@ fn sel(s: &str) -> Selection {
 
 #[test]
 fn builtin_table_parses() {
-    assert_eq!(Rules::builtin().len(), 11);
+    assert_eq!(Rules::builtin().len(), 12);
     assert_eq!(Rules::default().len(), Rules::builtin().len());
 }
 
@@ -46,7 +46,19 @@ fn tensile_flat_layout_at_any_depth() {
         assert_eq!(f("TensileManifest.txt"), None);
         assert_eq!(f("gfx90a.txt"), None);
         assert_eq!(f("Kernels.so-000-gfx90a.hsaco.bak"), None);
+        assert_eq!(f("TensileLibrary_gfx103612.dat"), None, "no processor has 6 digits");
     }
+    // One directory below library/ that is not an architecture's: the name
+    // decides (upstream's flat test applies beneath library/ too).
+    assert_eq!(c("lib/rocblas/library/extra/TensileLibrary_gfx942.co"), p("gfx942", None));
+    assert_eq!(c("lib/x86_64-linux-gnu/rocblas/2.47.0/library/lazy/Kernels.so-000-gfx90a-xnack+.hsaco"), p("gfx90a", Some(true)));
+    assert_eq!(c("lib/rocblas/library/extra/TensileManifest.txt"), None);
+    assert_eq!(c("lib/rocblas/library/extra/TensileLibrary.dat"), None);
+    // Inside library/<arch>/ the directory decides, not the name.
+    assert_eq!(c("lib/rocblas/library/gfx90a/Kernels.so-000-gfx90a-xnack-.hsaco"), p("gfx90a", None));
+    // Two levels down is not read (upstream: any depth; a third `**` would
+    // make a deep decoy tree cost depth³ with this matcher).
+    assert_eq!(c("lib/rocblas/library/a/b/TensileLibrary_gfx942.co"), None);
     // `library` must come after the library's own directory.
     assert_eq!(c("lib/library/rocblas/TensileLibrary_gfx90a.co"), None);
     assert_eq!(c("lib/rocblaslib/library/TensileLibrary_gfx90a.co"), None);
@@ -83,6 +95,13 @@ fn miopen_databases() {
     assert_eq!(f("gfx1250256.HIP.fdb.txt"), p("gfx1250", None));
     // Not in the fixed list: read like {arch}.
     assert_eq!(f("gfx1152_16.kdb"), p("gfx1152", None));
+    assert_eq!(f("gfx1103_14.kdb"), p("gfx1103", None));
+    // An unknown processor run into its CU count reads as a digit run no
+    // processor has (more than 4 digits): generic, served in every view,
+    // as upstream's handler leaves names outside its list.
+    assert_eq!(f("gfx103612.db.txt"), None);
+    assert_eq!(f("gfx11036.HIP.fdb.txt"), None);
+    assert_eq!(f("gfx110012.kdb"), p("gfx1100", None));
     assert_eq!(f("readme.txt"), None);
     assert_eq!(f("gfx942.txt"), None);
     assert_eq!(c("share/miopen/other/gfx942.kdb"), None);
@@ -131,8 +150,12 @@ fn hotswap_translations() {
     let t = |domain: &str, name: &str| c(&format!("share/rocjitsu/translations/{domain}/v1/{name}"));
     assert_eq!(t("gfx1250-b0-a0", &format!("{hex}.man")), p("gfx1250", None));
     assert_eq!(t("gfx1250-b0-a0", &format!("{hex}.obj")), p("gfx1250", None));
-    assert_eq!(t("gfx950", &format!("{hex}.obj")), p("gfx950", None));
-    assert_eq!(t("gfx1250-strict-b0", &format!("{hex}.man")), p("gfx1250-strict", None));
+    // Only domains known to name an architecture (upstream's explicit map):
+    // a translator profile that merely looks like one stays generic.
+    assert_eq!(t("gfx950", &format!("{hex}.obj")), None);
+    assert_eq!(t("gfx950-a0", &format!("{hex}.obj")), None);
+    assert_eq!(t("gfx1250-strict-b0", &format!("{hex}.man")), None);
+    assert_eq!(t("gfx1250-b0-a0x", &format!("{hex}.man")), None);
     assert_eq!(t("gfx1250-b0-a0", "index.man"), None);
     assert_eq!(t("gfx1250-b0-a0", &format!("{}.man", &hex[1..])), None);
     assert_eq!(t("gfx1250-b0-a0", &format!("{hex}0.man")), None);
@@ -150,9 +173,12 @@ fn aotriton_layouts() {
     let img = |d: &str| c(&format!("lib/aotriton.images/{d}/flash/a.aks2"));
     assert_eq!(img("amd-gfx11xx"), fam("gfx11"));
     assert_eq!(img("amd-gfx120x"), fam("gfx120"));
-    assert_eq!(img("amd-gfx942"), p("gfx942", None));
-    assert_eq!(img("amd-gfx950"), p("gfx950", None));
-    assert_eq!(img("amd-gfx1250-strict"), p("gfx1250-strict", None));
+    // One processor's image is that processor's prefix family: AOTriton
+    // picks `amd-gfx1250` on a gfx1250-strict device too (docs §6, C4).
+    assert_eq!(img("amd-gfx942"), fam("gfx942"));
+    assert_eq!(img("amd-gfx950"), fam("gfx950"));
+    assert_eq!(img("amd-gfx1250"), fam("gfx1250"));
+    assert_eq!(img("amd-gfx1250-strict"), fam("gfx1250-strict"));
     assert_eq!(img("amd-other"), None);
     assert_eq!(img("nv-gfx942"), None);
     assert_eq!(c("lib/aotriton.images/amd-gfx942"), None);
@@ -161,6 +187,26 @@ fn aotriton_layouts() {
     assert!(DbArch::Family("gfx120".into()).selected_by(&sel("gfx1201")));
     assert!(!DbArch::Family("gfx120".into()).selected_by(&sel("gfx1250")));
     assert!(!DbArch::Family("gfx11".into()).selected_by(&sel("gfx90a")));
+}
+
+/// AOTriton matches its image directories by a pattern that accepts a
+/// longer identity of the same processor, so the gfx1250 image serves
+/// gfx1250-strict devices (ROCm/pytorch #3639 keeps relying on it); a
+/// strict-only image stays strict-only.
+#[test]
+fn aotriton_images_serve_strict_devices() {
+    let shown = |rel: &str, s: &str| c(rel).unwrap_or_else(|| panic!("{rel}")).selected_by(&sel(s));
+    let g1250 = "lib/aotriton.images/amd-gfx1250/flash/attn_fwd/k.aks2";
+    assert!(shown(g1250, "gfx1250") && shown(g1250, "gfx1250-strict"));
+    assert!(!shown(g1250, "gfx942") && !shown(g1250, "gfx1200"));
+    let g942 = "lib/aotriton.images/amd-gfx942/flash/k.aks2";
+    assert!(shown(g942, "gfx942") && shown(g942, "gfx942:xnack+"));
+    assert!(!shown(g942, "gfx950") && !shown(g942, "gfx90a"));
+    let strict = "lib/aotriton.images/amd-gfx1250-strict/flash/k.aks2";
+    assert!(shown(strict, "gfx1250-strict") && !shown(strict, "gfx1250"));
+    // Images named with an xnack setting keep it.
+    assert_eq!(c("lib/aotriton.images/amd-gfx90a-xnack-/k.aks2"), p("gfx90a", Some(false)));
+    assert_eq!(cdir("lib/aotriton.images/amd-gfx1250"), fam("gfx1250"));
 }
 
 #[test]

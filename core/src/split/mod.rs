@@ -33,7 +33,7 @@ use thiserror::Error;
 use crate::db::{DbArch, Rules};
 use crate::source::{SourceTree, Time};
 use crate::staging::Staging;
-use crate::target::Selection;
+use crate::target::{Selection, TargetId};
 use crate::view::{ArchiveCompression, ArchiveNaming};
 
 use manifest::{sha256_file, write_artifact_manifest, KpmFile, PackManifest};
@@ -106,6 +106,33 @@ pub struct SplitReport {
     pub db_files: u64,
     /// Targets found but not selected, dropped from the output.
     pub dropped_targets: Vec<String>,
+    /// `--targets` entries with features, each kept as its whole processor
+    /// (`gfx90a:xnack-` → `gfx90a`): see [`processor_selection`].
+    pub widened_targets: Vec<(String, String)>,
+}
+
+/// The selection split works with: each target reduced to its processor.
+/// A processor's artifact is installed on every device of that processor,
+/// whatever its xnack/sramecc mode, so it must hold every variant: with
+/// `gfx90a:xnack-` taken literally, the `-xnack+` Tensile kernels and the
+/// `gfx90a:xnack+` code objects would be in no output at all, and an xnack+
+/// process would find no kernels (the bug upstream fixed in rocm-systems
+/// #7645, whose splitter reduces its targets the same way). `-strict` is
+/// part of the processor name and is kept. Returns the reduced selection
+/// and the (given, processor) pairs that changed.
+fn processor_selection(s: &Selection) -> (Selection, Vec<(String, String)>) {
+    let mut targets: Vec<TargetId> = Vec::new();
+    let mut widened = Vec::new();
+    for t in &s.targets {
+        if !t.features.is_empty() {
+            widened.push((t.to_string(), t.processor.clone()));
+        }
+        let bare = TargetId::bare(&t.processor);
+        if !targets.contains(&bare) {
+            targets.push(bare);
+        }
+    }
+    (Selection { targets }, widened)
 }
 
 /// A component name must be usable in file names and as a TOC group.
@@ -172,6 +199,14 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
     }
     let entries = scan::scan(&input, c, &cfg.rules, cfg.jobs)?;
     let mut report = SplitReport::default();
+    let reduced = cfg.targets.as_ref().map(processor_selection);
+    let cfg = &match reduced {
+        Some((sel, widened)) => {
+            report.widened_targets = widened;
+            SplitConfig { targets: Some(sel), ..cfg.clone() }
+        }
+        None => cfg.clone(),
+    };
 
     // Targets: what the fat binaries carry, less what is not selected.
     let found = archives::code_targets(&entries);
