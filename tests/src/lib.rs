@@ -56,9 +56,21 @@ pub fn tempdir() -> TempDir {
 /// The cache directory of this test process's mounts and bakes (never the
 /// machine's `/var/cache/kpackfs`): one per test binary, so its tests also
 /// share it the way several daemons would.
+/// Removed when the test process exits (statics are never dropped, so a
+/// `TempDir` here would stay behind in /tmp after every run).
 pub fn test_cache_dir() -> &'static Path {
-    static DIR: std::sync::OnceLock<TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(tempdir).path()
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    extern "C" fn remove_at_exit() {
+        if let Some(d) = DIR.get() {
+            let _ = fs::remove_dir_all(d);
+        }
+    }
+    DIR.get_or_init(|| {
+        let d = tempdir().keep();
+        // SAFETY: registers a plain function with no captured state.
+        unsafe { libc::atexit(remove_at_exit) };
+        d
+    })
 }
 
 /// `extra` plus `--cache-dir <test cache>` unless it names a cache dir.
@@ -109,6 +121,17 @@ impl Mount {
         fs::create_dir(&mnt).expect("mkdir mnt");
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
         let mut m = Mount::at_logged(source, &mnt, arch, extra, None, env);
+        m._dir = Some(dir);
+        m
+    }
+
+    /// Like [`Mount::new`], with these variables in the daemon's
+    /// environment and its stderr (its log) in `log` if given.
+    pub fn new_full(source: Option<&Path>, arch: &str, extra: &[&str], log: Option<&Path>, env: &[(&str, &Path)]) -> Mount {
+        let dir = tempdir();
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        let mut m = Mount::at_logged(source, &mnt, arch, extra, log, env);
         m._dir = Some(dir);
         m
     }
@@ -265,10 +288,11 @@ impl Stub {
         static STUB: std::sync::OnceLock<Stub> = std::sync::OnceLock::new();
         STUB.get_or_init(|| {
             let src = repo().join("tests/hip-stub");
-            let dir = std::env::temp_dir().join(format!("kpackfs-hipstub-{}", std::process::id()));
-            // (Removed at exit by nobody; it is tiny. Kept in /tmp because
-            // the other-user tests need a world-readable path.)
+            // In the test cache dir's TempDir (world-readable, as the
+            // other-user tests need): removed when the test process exits.
+            let dir = test_cache_dir().join("hipstub");
             fs::create_dir_all(&dir).expect("stub dir");
+            fs::set_permissions(test_cache_dir(), fs::Permissions::from_mode(0o755)).expect("chmod");
             fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
             let cc = |args: &[&std::ffi::OsStr]| {
                 let st = Command::new("cc").args(args).status().expect("cc (apt-get install gcc)");
@@ -483,6 +507,21 @@ pub fn stub_run(cmd: &mut Command, device: &str, generic: Option<&str>, loader: 
     let o = cmd.output().expect("run with the test runtime");
     assert!(o.status.success(), "{cmd:?} failed: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     stub_records(out)
+}
+
+/// Writes `level` to /proc/sys/vm/drop_caches, one writer at a time across
+/// every test thread and test process: the lock is an exclusive `flock` on
+/// the procfs file itself (so no lock file is left behind). Dropping is
+/// machine-wide, so parallel tests take turns rather than stacking drops.
+pub fn drop_caches(level: &str) {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let mut f = fs::OpenOptions::new().write(true).open("/proc/sys/vm/drop_caches").expect("drop_caches (the tests run as root)");
+    // SAFETY: flock(2) on a descriptor we own; released when `f` closes.
+    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EINTR), "flock");
+    }
+    f.write_all(level.as_bytes()).expect("write drop_caches");
 }
 
 /// Random-access comparison helper: pread `len` bytes at `off` from both.
