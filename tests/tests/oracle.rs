@@ -73,9 +73,12 @@ fn wrapper_bundle_bytes(binary: &str) -> Vec<Vec<u8>> {
     wrapper_bundles(binary).into_iter().map(|b| fat_bundle(binary, b)).collect()
 }
 
+/// Extracted objects by (binary, wrapper, entry ID).
+type Memo = HashMap<(String, usize, String), Vec<u8>>;
+
 /// clang-offload-bundler's object for (binary, wrapper, entry), memoised.
 fn oracle(binary: &str, wrapper: usize, id: &str) -> Vec<u8> {
-    static MEMO: Mutex<Option<HashMap<(String, usize, String), Vec<u8>>>> = Mutex::new(None);
+    static MEMO: Mutex<Option<Memo>> = Mutex::new(None);
     let key = (binary.to_string(), wrapper, id.to_string());
     if let Some(v) = MEMO.lock().unwrap().get_or_insert_with(HashMap::new).get(&key) {
         return v.clone();
