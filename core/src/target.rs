@@ -398,6 +398,9 @@ mod tests {
         assert_eq!(d.accepts(&p("gfx10-3-generic:xnack-")), Some(1));
         assert_eq!(d.accepts(&p("gfx10-3-generic:xnack+")), None);
         assert_eq!(d.accepts(&p("gfx1030")), None);
+        // An xnack+ device never runs an xnack- object, nor the reverse.
+        assert_eq!(p("gfx90a:xnack+").accepts(&p("gfx90a:xnack-")), None);
+        assert_eq!(p("gfx90a:sramecc+:xnack-").accepts(&p("gfx90a:xnack+")), None);
         // A device that does not say its xnack setting accepts no object
         // that requires one.
         assert_eq!(p("gfx90a").accepts(&p("gfx90a:xnack-")), None);

@@ -15,6 +15,8 @@ mod fat;
 mod inodes;
 mod open;
 mod plan;
+#[cfg(test)]
+mod select_tests;
 mod types;
 mod xattr;
 
