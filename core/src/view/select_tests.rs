@@ -171,6 +171,9 @@ fn each_archive_entry_is_the_object_the_rules_say() {
         let data = read_all(&v, &format!(".kpack/{bin}_{t}.kpack"));
         let a = Archive::open(&data).unwrap();
         assert_eq!(a.toc.gfx_arches, [t], "{bin} {t}");
+        // Header fields (kpack-archives.md §6.2): the group is the file
+        // name, the family the file target.
+        assert_eq!((a.toc.group_name.as_str(), a.toc.gfx_arch_family.as_str()), (bin, t), "{bin} {t}: header");
         // libtwo has two wrappers (bundle 1's objects are in expected/…/1).
         let wrappers = if bin == "libtwo.so" { 2 } else { 1 };
         assert_eq!(a.toc.toc.len(), wrappers, "{bin} {t}: keys");
