@@ -111,8 +111,11 @@ fn read_all(v: &View, rel: &str) -> Vec<u8> {
     buf
 }
 
+/// (binary, archive targets) for each of four binaries.
+type PerBinary = [(&'static str, &'static [&'static str]); 4];
+
 /// By hand: the archive targets `--arch SEL` serves per binary.
-const ARCHIVES: [(&str, [(&str, &[&str]); 4]); 7] = [
+const ARCHIVES: [(&str, PerBinary); 7] = [
     ("gfx90a:xnack+", [("libmulti.so", &["gfx90a:xnack+"]), ("libtwo.so", &["gfx90a"]), ("app_pie", &[]), ("libhand.so", &["gfx90a:xnack+"])]),
     ("gfx90a:xnack-", [("libmulti.so", &["gfx90a:xnack-"]), ("libtwo.so", &["gfx90a"]), ("app_pie", &["gfx90a:xnack-"]), ("libhand.so", &["gfx90a:xnack-"])]),
     (
