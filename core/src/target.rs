@@ -325,6 +325,113 @@ mod tests {
         assert!(d2.accepts(&p("gfx1031")) > d2.accepts(&p("gfx10-3-generic")));
     }
 
+    /// Hand-written from LLVM's AMDGPU processor table (docs/offload-bundles.md
+    /// §2): every family member, and processors with no family.
+    #[test]
+    fn generic_families() {
+        let families: [(&str, &[&str]); 7] = [
+            ("gfx9-generic", &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"]),
+            ("gfx9-4-generic", &["gfx940", "gfx941", "gfx942", "gfx950"]),
+            ("gfx10-1-generic", &["gfx1010", "gfx1011", "gfx1012", "gfx1013"]),
+            ("gfx10-3-generic", &["gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"]),
+            ("gfx11-generic", &["gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"]),
+            ("gfx12-generic", &["gfx1200", "gfx1201"]),
+            ("gfx12-5-generic", &["gfx1250", "gfx1251"]),
+        ];
+        for (g, members) in families {
+            for m in members {
+                assert_eq!(generic_of(m), Some(g), "{m}");
+            }
+        }
+        for p in ["gfx908", "gfx90a", "gfx1250-strict", "gfx9-generic", "gfx803"] {
+            assert_eq!(generic_of(p), None, "{p}");
+        }
+        assert!(TargetId::parse("gfx9-4-generic").unwrap().is_generic() && !TargetId::parse("gfx942").unwrap().is_generic());
+        let list = |s: &str| device_arch_list(&TargetId::parse(s).unwrap()).iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(list("gfx942:sramecc+:xnack-"), ["gfx942:sramecc+:xnack-", "gfx9-4-generic:sramecc+:xnack-"]);
+        assert_eq!(list("gfx90a:xnack-"), ["gfx90a:xnack-"]);
+    }
+
+    #[test]
+    fn device_features_registry() {
+        for p in ["gfx906", "gfx908", "gfx90a", "gfx942"] {
+            assert!(has_sramecc(p) && has_xnack(p), "{p}");
+        }
+        for p in ["gfx900", "gfx1010"] {
+            assert!(!has_sramecc(p) && has_xnack(p), "{p}");
+        }
+        for p in ["gfx1030", "gfx1100", "gfx803"] {
+            assert!(!has_sramecc(p) && !has_xnack(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn parse_details() {
+        let t = TargetId::parse("gfx90a:sramecc+:xnack-").unwrap();
+        assert_eq!((t.feature("sramecc"), t.feature("xnack"), t.feature("tgsplit")), (Some(true), Some(false), None));
+        assert_eq!(TargetId::bare("gfx90a"), TargetId::parse("gfx90a").unwrap());
+        assert_eq!("gfx90a:xnack+".parse::<TargetId>().unwrap(), TargetId::parse("gfx90a:xnack+").unwrap());
+        assert_eq!("gfx90a:xnack".parse::<TargetId>(), Err(TargetError::BadFeature("gfx90a:xnack".into(), "xnack".into())));
+        assert_eq!(TargetId::parse(""), Err(TargetError::Empty));
+        assert_eq!(TargetId::parse("gfx90a:xnack+:xnack-"), Err(TargetError::DuplicateFeature("gfx90a:xnack+:xnack-".into(), "xnack".into())));
+        for good in ["gfx1250-strict", "gfx9-4-generic", "gfx90c", "gfx1100:sramecc-"] {
+            assert!(TargetId::parse(good).is_ok(), "{good} refused");
+        }
+        for bad in ["gfxa90", "gfx90A", "gfx_90a", "gfx90a:+", "gfx90a:-", "gfx90a:xn@ck+", "xgfx90a", "gfx90a:xnack*"] {
+            assert!(TargetId::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(arch_of_entry_id("hipv4-amdgcn-amd-amdhsa--gfx90a"), Some("gfx90a"));
+        assert_eq!(arch_of_entry_id("a--b--gfx1030"), Some("gfx1030"));
+        assert!(!is_host_entry("hipv4-amdgcn-amd-amdhsa--gfx90a"));
+    }
+
+    /// Ranks: native 1000 + features, generic 0 + features.
+    #[test]
+    fn accepts_ranks() {
+        let p = |s| TargetId::parse(s).unwrap();
+        let dev = p("gfx90a:sramecc+:xnack-");
+        assert_eq!(dev.accepts(&p("gfx90a")), Some(1000));
+        assert_eq!(dev.accepts(&p("gfx90a:sramecc+:xnack-")), Some(1002));
+        assert_eq!(dev.accepts(&p("gfx90a:sramecc-")), None);
+        let d = p("gfx1031:xnack-");
+        assert_eq!(d.accepts(&p("gfx10-3-generic")), Some(0));
+        assert_eq!(d.accepts(&p("gfx10-3-generic:xnack-")), Some(1));
+        assert_eq!(d.accepts(&p("gfx10-3-generic:xnack+")), None);
+        assert_eq!(d.accepts(&p("gfx1030")), None);
+        // An xnack+ device never runs an xnack- object, nor the reverse.
+        assert_eq!(p("gfx90a:xnack+").accepts(&p("gfx90a:xnack-")), None);
+        assert_eq!(p("gfx90a:sramecc+:xnack-").accepts(&p("gfx90a:xnack+")), None);
+        // A device that does not say its xnack setting accepts no object
+        // that requires one.
+        assert_eq!(p("gfx90a").accepts(&p("gfx90a:xnack-")), None);
+    }
+
+    #[test]
+    fn probe_order_with_three_and_one_feature() {
+        assert_eq!(compatible_targets("gfx1:a+:b-:c+"), ["gfx1:a+:b-:c+", "gfx1:a+:b-", "gfx1:a+:c+", "gfx1:a+", "gfx1:b-:c+", "gfx1:b-", "gfx1:c+", "gfx1"]);
+        assert_eq!(compatible_targets("gfx90a:xnack+"), ["gfx90a:xnack+", "gfx90a"]);
+        assert_eq!(compatible_targets("gfx90a::xnack-:"), ["gfx90a:xnack-", "gfx90a"]);
+    }
+
+    #[test]
+    fn selection_details() {
+        let s = Selection::parse("gfx90a:xnack-, gfx1030,gfx90a:xnack-").unwrap();
+        assert_eq!(s.targets.len(), 2, "duplicates kept");
+        assert_eq!(s.to_string(), "gfx90a:xnack-,gfx1030");
+        assert_eq!(Selection::parse("gfx942").unwrap().to_string(), "gfx942");
+        assert!(Selection::parse("gfx90a,sm_80").is_err());
+        let p = |s| TargetId::parse(s).unwrap();
+        let s = Selection::parse("gfx9-4-generic").unwrap();
+        assert!(s.selects(&p("gfx9-4-generic")) && !s.selects(&p("gfx942")));
+        let s = Selection::parse("gfx942").unwrap();
+        assert!(s.selects(&p("gfx9-4-generic:xnack-")) && !s.selects(&p("gfx10-3-generic")));
+        let s = Selection::parse("gfx90a:xnack+").unwrap();
+        assert!(s.selects_db("gfx90a", Some(true)) && !s.selects_db("gfx90a", Some(false)) && s.selects_db("gfx90a", None));
+        assert!(!s.selects_db("gfx942", None) && !s.selects_db("gfx942", Some(true)));
+        let s = Selection::parse("gfx90a").unwrap();
+        assert!(s.selects_db("gfx90a", Some(true)) && s.selects_db("gfx90a", Some(false)));
+    }
+
     #[test]
     fn selection() {
         let p = |s| TargetId::parse(s).unwrap();

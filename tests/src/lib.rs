@@ -56,9 +56,21 @@ pub fn tempdir() -> TempDir {
 /// The cache directory of this test process's mounts and bakes (never the
 /// machine's `/var/cache/kpackfs`): one per test binary, so its tests also
 /// share it the way several daemons would.
+/// Removed when the test process exits (statics are never dropped, so a
+/// `TempDir` here would stay behind in /tmp after every run).
 pub fn test_cache_dir() -> &'static Path {
-    static DIR: std::sync::OnceLock<TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(tempdir).path()
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    extern "C" fn remove_at_exit() {
+        if let Some(d) = DIR.get() {
+            let _ = fs::remove_dir_all(d);
+        }
+    }
+    DIR.get_or_init(|| {
+        let d = tempdir().keep();
+        // SAFETY: registers a plain function with no captured state.
+        unsafe { libc::atexit(remove_at_exit) };
+        d
+    })
 }
 
 /// `extra` plus `--cache-dir <test cache>` unless it names a cache dir.
@@ -109,6 +121,17 @@ impl Mount {
         fs::create_dir(&mnt).expect("mkdir mnt");
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
         let mut m = Mount::at_logged(source, &mnt, arch, extra, None, env);
+        m._dir = Some(dir);
+        m
+    }
+
+    /// Like [`Mount::new`], with these variables in the daemon's
+    /// environment and its stderr (its log) in `log` if given.
+    pub fn new_full(source: Option<&Path>, arch: &str, extra: &[&str], log: Option<&Path>, env: &[(&str, &Path)]) -> Mount {
+        let dir = tempdir();
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        let mut m = Mount::at_logged(source, &mnt, arch, extra, log, env);
         m._dir = Some(dir);
         m
     }
@@ -266,10 +289,11 @@ impl Stub {
         static STUB: std::sync::OnceLock<Stub> = std::sync::OnceLock::new();
         STUB.get_or_init(|| {
             let src = repo().join("tests/hip-stub");
-            let dir = std::env::temp_dir().join(format!("kpackfs-hipstub-{}", std::process::id()));
-            // (Removed at exit by nobody; it is tiny. Kept in /tmp because
-            // the other-user tests need a world-readable path.)
+            // In the test cache dir's TempDir (world-readable, as the
+            // other-user tests need): removed when the test process exits.
+            let dir = test_cache_dir().join("hipstub");
             fs::create_dir_all(&dir).expect("stub dir");
+            fs::set_permissions(test_cache_dir(), fs::Permissions::from_mode(0o755)).expect("chmod");
             fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
             let cc = |args: &[&std::ffi::OsStr]| {
                 let st = Command::new("cc").args(args).status().expect("cc (apt-get install gcc)");
@@ -358,14 +382,147 @@ pub fn wrapper_bundles(binary: &str) -> Vec<usize> {
     (0..n).map(|i| get(&format!("wrapper_bundle_{i}")).unwrap()).collect()
 }
 
-/// The code object the fat runtime loads for each device: the binaries'
-/// targets are fixed by test_assets/build.sh.
+/// The device ISAs the oracle tests load for, each with the generic ISA the
+/// HIP runtime appends to its list for that device (kpack-archives.md §8.2:
+/// the native ISA, then its generic family with the same features).
+pub const DEVICES: [(&str, Option<&str>); 7] = [
+    ("gfx90a:xnack+", None),
+    ("gfx90a:xnack-", None),
+    ("gfx90a:sramecc+:xnack-", None),
+    ("gfx90a:sramecc+:xnack+", None),
+    ("gfx906", Some("gfx9-generic")),
+    ("gfx1030", Some("gfx10-3-generic")),
+    ("gfx1031", Some("gfx10-3-generic")),
+];
+
+const X_PLUS: &str = "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+";
+const X_MINUS: &str = "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-";
+const BARE_90A: &str = "hipv4-amdgcn-amd-amdhsa--gfx90a";
+const G906: &str = "hipv4-amdgcn-amd-amdhsa--gfx906";
+const G1030: &str = "hipv4-amdgcn-amd-amdhsa--gfx1030";
+const GEN103: &str = "hipv4-amdgcn-amd-amdhsa--gfx10-3-generic";
+
+/// Written by hand from the loader rules in docs/ (offload-bundles.md §2,
+/// kpack-archives.md §8), NOT from kpackfs code: for each binary, the bundle
+/// entry the runtime must load on each of [`DEVICES`] (same order), `None`
+/// when nothing may load. Every bundle of a binary has the same targets, so
+/// one entry ID stands for all its bundles. The rules used:
+/// * a feature an object names must match the device's; one it omits is
+///   "any" — so an xnack+ device never gets an `xnack-` object (app_pie on
+///   gfx90a:xnack+: nothing), and bare `gfx90a` (libtwo) serves every gfx90a;
+/// * exact features beat "any": the probe order drops features from the
+///   right (`gfx90a:sramecc+:xnack-` probes `…:sramecc+:xnack-`,
+///   `…:sramecc+`, `…:xnack-`, `gfx90a`), so that device gets `xnack-`;
+/// * native beats generic: gfx1030 gets its own object even when a
+///   `gfx10-3-generic` one is there; gfx1031 has only the generic one; gfx906
+///   and gfx90a have no generic object in these binaries (gfx90a has no
+///   family at all);
+/// * equally good candidates (libhand's `hipv4-…--gfx1030` and
+///   `hip-…--gfx1030`): the first in bundle order.
+pub const LOADS: [(&str, [Option<&str>; 7]); 6] = [
+    // device:     xnack+          xnack-          sramecc+:xnack- sramecc+:xnack+ gfx906      gfx1030      gfx1031
+    ("libmulti.so", [Some(X_PLUS), Some(X_MINUS), Some(X_MINUS), Some(X_PLUS), Some(G906), Some(G1030), None]),
+    ("libtwo.so", [Some(BARE_90A), Some(BARE_90A), Some(BARE_90A), Some(BARE_90A), None, Some(G1030), None]),
+    ("app_pie", [None, Some(X_MINUS), Some(X_MINUS), None, None, Some(G1030), None]),
+    ("librelr.so", [None, Some(X_MINUS), Some(X_MINUS), None, None, Some(G1030), None]),
+    ("libpage.so", [None, Some(X_MINUS), Some(X_MINUS), None, None, Some(G1030), None]),
+    ("libhand.so", [Some(X_PLUS), Some(X_MINUS), Some(X_MINUS), Some(X_PLUS), None, Some(G1030), Some(GEN103)]),
+];
+
+/// The archive targets a view for `--arch <device>` must serve for each
+/// binary (same order as [`LOADS`] and [`DEVICES`]), by hand from
+/// kpack-archives.md §8.3: a target with features selects the objects a
+/// device with exactly those features accepts, plus its generic family.
+pub const ARCHIVES: [(&str, [&[&str]; 7]); 6] = [
+    ("libmulti.so", [&["gfx90a:xnack+"], &["gfx90a:xnack-"], &["gfx90a:xnack-"], &["gfx90a:xnack+"], &["gfx906"], &["gfx1030"], &[]]),
+    ("libtwo.so", [&["gfx90a"], &["gfx90a"], &["gfx90a"], &["gfx90a"], &[], &["gfx1030"], &[]]),
+    ("app_pie", [&[], &["gfx90a:xnack-"], &["gfx90a:xnack-"], &[], &[], &["gfx1030"], &[]]),
+    ("librelr.so", [&[], &["gfx90a:xnack-"], &["gfx90a:xnack-"], &[], &[], &["gfx1030"], &[]]),
+    ("libpage.so", [&[], &["gfx90a:xnack-"], &["gfx90a:xnack-"], &[], &[], &["gfx1030"], &[]]),
+    (
+        "libhand.so",
+        [&["gfx90a:xnack+"], &["gfx90a:xnack-"], &["gfx90a:xnack-"], &["gfx90a:xnack+"], &[], &["gfx10-3-generic", "gfx1030"], &["gfx10-3-generic"]],
+    ),
+];
+
+/// The hand-written [`LOADS`] entry for `binary` on `device`.
+pub fn expected_entry(binary: &str, device: &str) -> Option<&'static str> {
+    let d = DEVICES.iter().position(|(isa, _)| *isa == device).unwrap_or_else(|| panic!("device {device} not in the oracle table"));
+    let row = LOADS.iter().find(|(b, _)| *b == binary).unwrap_or_else(|| panic!("binary {binary} not in the oracle table"));
+    row.1[d]
+}
+
+/// The arch of the object the runtime loads for each device (the file name
+/// under test_assets/expected), from the hand-written [`LOADS`] table.
+/// Binaries outside the table (librdc, built like app_pie) use app_pie's row.
 pub fn expected_arch(binary: &str, device: &str) -> &'static str {
-    match (device, binary) {
-        ("gfx1030", _) => "gfx1030",
-        (_, "libtwo.so") => "gfx90a",
-        _ => "gfx90a:xnack-",
+    let row = if LOADS.iter().any(|(b, _)| *b == binary) { binary } else { "app_pie" };
+    let id = expected_entry(row, device).unwrap_or_else(|| panic!("{binary} has no code object for {device}"));
+    kpackfs_core::target::arch_of_entry_id(id).expect("entry ID with a target")
+}
+
+/// The bytes of bundle `index` of `binary` (a test_assets/bin name), cut
+/// out of the fat original with the offsets build.sh recorded (layout.tsv).
+pub fn fat_bundle(binary: &str, index: usize) -> Vec<u8> {
+    let t = fs::read_to_string(assets().join("expected").join(binary).join("layout.tsv")).expect("layout.tsv");
+    let get = |k: &str| -> usize {
+        t.lines()
+            .find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix('\t')))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{binary}: no {k}"))
+    };
+    let data = fs::read(assets().join("bin").join(binary)).expect("fat binary");
+    let at = get("fatbin_sh_offset") + get(&format!("bundle_offset_{index}"));
+    data[at..at + get(&format!("bundle_size_{index}"))].to_vec()
+}
+
+/// clang-offload-bundler's extraction of entry `id` from `bundle`: the
+/// independent oracle for a code object's bytes.
+pub fn bundler_extract(bundle: &[u8], id: &str) -> Vec<u8> {
+    let dir = tempdir();
+    let (input, output) = (dir.path().join("in.bundle"), dir.path().join("out.co"));
+    fs::write(&input, bundle).expect("write bundle");
+    let bundler = "/usr/lib/llvm-15/bin/clang-offload-bundler";
+    let o = Command::new(bundler)
+        .args(["--unbundle", "--type=o", &format!("--targets={id}")])
+        .arg(format!("--input={}", input.display()))
+        .arg(format!("--output={}", output.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("{bundler}: {e} (apt-get install clang-15)"));
+    assert!(o.status.success(), "clang-offload-bundler {id}: {}", String::from_utf8_lossy(&o.stderr));
+    fs::read(&output).expect("bundler output")
+}
+
+/// Runs `cmd` (a program, or the dlopen driver with a library) against the
+/// test HIP runtime as `device` (with `generic` as the second ISA of its
+/// list) and returns what it loaded.
+pub fn stub_run(cmd: &mut Command, device: &str, generic: Option<&str>, loader: &str, out: &Path) -> Vec<StubRecord> {
+    let stub = Stub::get();
+    fs::create_dir_all(out).expect("stub out dir");
+    fs::set_permissions(out, fs::Permissions::from_mode(0o777)).expect("chmod");
+    cmd.env("LD_LIBRARY_PATH", &stub.dir).env("KPACK_STUB_ARCH", device).env("KPACK_STUB_LOADER", loader).env("KPACK_STUB_OUT", out);
+    match generic {
+        Some(g) => cmd.env("KPACK_STUB_ARCH2", g),
+        None => cmd.env_remove("KPACK_STUB_ARCH2"),
+    };
+    let o = cmd.output().expect("run with the test runtime");
+    assert!(o.status.success(), "{cmd:?} failed: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    stub_records(out)
+}
+
+/// Writes `level` to /proc/sys/vm/drop_caches, one writer at a time across
+/// every test thread and test process: the lock is an exclusive `flock` on
+/// the procfs file itself (so no lock file is left behind). Dropping is
+/// machine-wide, so parallel tests take turns rather than stacking drops.
+pub fn drop_caches(level: &str) {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let mut f = fs::OpenOptions::new().write(true).open("/proc/sys/vm/drop_caches").expect("drop_caches (the tests run as root)");
+    // SAFETY: flock(2) on a descriptor we own; released when `f` closes.
+    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EINTR), "flock");
     }
+    f.write_all(level.as_bytes()).expect("write drop_caches");
 }
 
 /// Random-access comparison helper: pread `len` bytes at `off` from both.

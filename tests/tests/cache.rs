@@ -256,14 +256,20 @@ fn an_empty_selection_is_reported_once() {
     let demo = assets().join("demo-install");
     let work = tempdir();
     let log = work.path().join("log");
-    let m = Mount::new_logged(Some(&demo), "gfx1100", &[], &log);
-    let start = Instant::now();
-    while warnings(&fs::read_to_string(&log).unwrap()) == 0 && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Browsing does not repeat it.
+    let info = PathBuf::from("info");
+    let mut m = Mount::new_full(Some(&demo), "gfx1100", &[], Some(&log), &[("RUST_LOG", &info)]);
+    let finished = |log: &Path| {
+        let start = Instant::now();
+        while !fs::read_to_string(log).unwrap().contains("selection check finished") && start.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        fs::read_to_string(log).unwrap().contains("selection check finished")
+    };
+    assert!(finished(&log), "the selection check did not finish");
+    // Browsing does not repeat it: everything the daemon logged, up to its
+    // exit, holds the one warning.
     let _ = snapshot(&m.mnt);
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(m.terminate().is_some_and(|st| st.success()));
     let text = fs::read_to_string(&log).unwrap();
     assert_eq!(warnings(&text), 1, "{text}");
     let line = text.lines().find(|l| l.contains("carries no code for it")).unwrap();
@@ -279,9 +285,10 @@ fn an_empty_selection_is_reported_once() {
 
     // A selection that matches says nothing.
     let log2 = work.path().join("log2");
-    let m = Mount::new_logged(Some(&demo), "gfx90a", &[], &log2);
+    let mut m = Mount::new_full(Some(&demo), "gfx90a", &[], Some(&log2), &[("RUST_LOG", &info)]);
+    assert!(finished(&log2), "the selection check did not finish");
     let _ = snapshot(&m.mnt);
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(m.terminate().is_some_and(|st| st.success()));
     assert_eq!(warnings(&fs::read_to_string(&log2).unwrap()), 0);
 }
 

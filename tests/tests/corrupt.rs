@@ -187,6 +187,7 @@ fn corrupt_inputs_are_passed_through_or_transformed_correctly() {
     let mut k = fs::read(vectors().join("upstream-kpack/test_noop.kpack")).unwrap();
     put_u64(&mut k, 8, 1 << 40);
     fs::write(lib.join(".kpack/evil_gfx90a.kpack"), &k).unwrap();
+    fs::write(lib.join(".kpack/evil_gfx906.kpack"), &k).unwrap();
     fs::copy(assets().join("bin/libhost.so"), lib.join("control.so")).unwrap();
 
     let logdir = tempdir();
@@ -284,7 +285,10 @@ fn corrupt_inputs_are_passed_through_or_transformed_correctly() {
     }
     assert!(golden_checked >= 8, "{golden_checked} archive entries checked against the goldens");
     assert_eq!(fs::read(m.path("lib/control.so")).unwrap(), fs::read(assets().join("bin/libhost.so")).unwrap());
-    assert!(!m.path("lib/.kpack/evil_gfx1030.kpack").exists());
+    // The hostile source archives: the selected target's served unchanged,
+    // the unselected one's hidden.
+    assert_eq!(fs::read(m.path("lib/.kpack/evil_gfx90a.kpack")).unwrap(), k, "a source archive of a selected target");
+    assert!(!m.path("lib/.kpack/evil_gfx906.kpack").exists(), "a source archive of an unselected target is visible");
     let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let hwm_kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap();
     assert!(hwm_kb < (64 + 32) * 1024, "daemon peak RSS {hwm_kb} kB");

@@ -82,7 +82,7 @@ fn sixteen_readers_over_demo_and_debian_libraries() {
         .collect();
     let dropper = std::thread::spawn(move || {
         while Instant::now() < deadline {
-            let _ = fs::write("/proc/sys/vm/drop_caches", "1");
+            drop_caches("1");
             std::thread::sleep(Duration::from_millis(500));
         }
     });

@@ -125,6 +125,13 @@ fn fat_and_kpacked_runs_agree() {
         let kp =
             run_with_stub(Command::new(Stub::get().driver()).arg(m.path(format!("lib/{lib}"))), "gfx90a:xnack-", "feb2026", &work.path().join(format!("k{i}")));
         assert!(fat.iter().all(|r| r.magic == "HIPF" && r.status == "OK"), "{fat:?}");
+        // The kpack'd run really went through the kpack loader: HIPK
+        // wrappers, archives inside the mount.
+        assert!(
+            kp.iter().all(|r| r.magic == "HIPK" && r.status == "OK" && Path::new(&r.source).starts_with(&m.mnt)),
+            "{lib}: {:?}",
+            kp.iter().map(|r| (&r.magic, &r.status, &r.source)).collect::<Vec<_>>()
+        );
         assert_eq!(fat.len(), kp.len());
         for (a, b) in fat.iter().zip(&kp) {
             assert!(a.bytes.is_some() && a.bytes == b.bytes, "{lib}: fat {a:?} vs kpack'd {b:?}");

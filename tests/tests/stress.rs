@@ -100,7 +100,7 @@ fn eight_threads_of_random_reads_match_the_baked_tree() {
     // Keep evicting the kernel's page cache so reads keep reaching the daemon.
     let dropper = std::thread::spawn(move || {
         while Instant::now() < deadline {
-            let _ = fs::write("/proc/sys/vm/drop_caches", "1");
+            drop_caches("1");
             std::thread::sleep(Duration::from_millis(300));
         }
     });

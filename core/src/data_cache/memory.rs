@@ -162,6 +162,11 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
         self.retired.lock().unwrap_or_else(|p| p.into_inner()).retain(|t| *t != tag);
     }
 
+    /// Number of retired tags remembered (at most [`RETIRED`]).
+    pub fn retired_len(&self) -> usize {
+        self.retired.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
     /// Number of cached values.
     pub fn len(&self) -> usize {
         self.lru.lock().map(|l| l.len()).unwrap_or(0)

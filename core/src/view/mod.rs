@@ -15,6 +15,8 @@ mod fat;
 mod inodes;
 mod open;
 mod plan;
+#[cfg(test)]
+mod select_tests;
 mod types;
 mod xattr;
 
@@ -193,6 +195,8 @@ impl View {
             cache_limit: self.caches.memory.limit(),
             inodes: self.inodes.len() as u64,
             plans: self.analyses.len() as u64,
+            probes: self.probes.len() as u64,
+            retired_tags: self.caches.memory.retired_len() as u64,
             disk: self.caches.disk.as_ref().map(|d| DiskSnapshot {
                 hits: d.stats.hits.load(Ordering::Relaxed),
                 misses: d.stats.misses.load(Ordering::Relaxed),

@@ -25,20 +25,22 @@ pub(super) enum Analysis {
 /// is cheap to rebuild, and this bounds memory over a changing tree.
 const MAX_PLANS: usize = 1 << 16;
 
-/// Test hook (debug builds only): `KPACKFS_TEST_SLOW_PLAN=substring:ms`
-/// makes planning of matching paths slow, so tests can check that one slow
-/// plan never stalls other readers.
+/// Test hook (debug builds only): `KPACKFS_TEST_SLOW_PLAN=substring:GATE`
+/// holds planning of matching paths until the test opens the FIFO `GATE`
+/// for writing and closes it again (reading it blocks until then), so
+/// tests can check that one slow plan never stalls other readers — knowing
+/// when the plan has started and ending it themselves, with no timing.
 #[cfg(debug_assertions)]
 fn slow_plan_hook(rel: &str) {
-    static HOOK: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static HOOK: OnceLock<Option<(String, String)>> = OnceLock::new();
     let hook = HOOK.get_or_init(|| {
         let v = std::env::var("KPACKFS_TEST_SLOW_PLAN").ok()?;
-        let (pat, ms) = v.rsplit_once(':')?;
-        Some((pat.to_string(), ms.parse().ok()?))
+        let (pat, gate) = v.split_once(':')?;
+        Some((pat.to_string(), gate.to_string()))
     });
-    if let Some((pat, ms)) = hook {
+    if let Some((pat, gate)) = hook {
         if rel.contains(pat.as_str()) {
-            std::thread::sleep(std::time::Duration::from_millis(*ms));
+            let _ = std::fs::read(gate);
         }
     }
 }

@@ -189,6 +189,12 @@ pub struct StatsSnapshot {
     /// being planned): with `inodes`, what shows memory follows the live
     /// set rather than every version ever seen.
     pub plans: u64,
+    /// Probe results held (one per source path probed; per version before
+    /// a95c1a6, when a file replaced again and again grew it each time).
+    pub probes: u64,
+    /// Version tags the memory cache remembers as retired (a bounded ring
+    /// of at most 1024: versions replaced lately).
+    pub retired_tags: u64,
     /// Disk cache counters, when the view has a cache directory.
     pub disk: Option<DiskSnapshot>,
 }
@@ -217,6 +223,8 @@ impl fmt::Display for StatsSnapshot {
         writeln!(f, "cache_limit {}", self.cache_limit)?;
         writeln!(f, "inodes {}", self.inodes)?;
         writeln!(f, "plans {}", self.plans)?;
+        writeln!(f, "probes {}", self.probes)?;
+        writeln!(f, "retired_tags {}", self.retired_tags)?;
         if let Some(d) = &self.disk {
             writeln!(f, "disk_hits {}", d.hits)?;
             writeln!(f, "disk_misses {}", d.misses)?;

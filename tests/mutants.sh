@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Mutation testing of the code that decides which bytes the GPU gets, with
+# cargo-mutants (crates.io: `cargo install cargo-mutants --locked`).
+# Outside CI: on 2 cores one mutant costs about a minute (a rebuild of
+# kpackfs-core's unit-test binary and its run), so a module takes an hour
+# or more. Results go to mutants.out/<name>/ (caught.txt, missed.txt,
+# timeout.txt, unviable.txt); the summary is kept in tests/MUTANTS.md.
+#
+# Usage: bash tests/mutants.sh [MODULE...]     (default: all, in this order)
+#   MODULE: target best_for bundle kpack marker wrapper elf coff db
+# Each module runs with the tests that cover it: kpackfs-core's unit tests
+# (`--lib`; the integration tests under core/tests are added where they are
+# the ones that exercise the module). The end-to-end suite (tests/) is not
+# run per mutant: too slow for this machine; tests/tests/oracle.rs covers
+# the selection end to end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v cargo-mutants >/dev/null || { echo "mutants.sh: cargo install cargo-mutants --locked" >&2; exit 2; }
+
+run() { # name, then cargo-mutants filter arguments
+  local name=$1; shift
+  echo "== $name"
+  mkdir -p "mutants.out/$name"
+  # --copy-target: reuse the already-built dependencies; one job (the
+  # machine is shared); mutants that hang are cut at 3x the baseline time.
+  cargo mutants -p kpackfs-core --test-package kpackfs-core --copy-target=true -j 1 \
+    --timeout-multiplier 3 --build-timeout-multiplier 3 --no-shuffle \
+    -o "mutants.out/$name" "$@" || true
+  for f in caught missed timeout unviable; do
+    local list="mutants.out/$name/mutants.out/$f.txt"
+    printf '%s %s\n' "$f" "$(if [ -f "$list" ]; then wc -l < "$list"; else echo 0; fi)"
+  done
+}
+
+modules=("$@")
+[ ${#modules[@]} -gt 0 ] || modules=(target best_for bundle kpack marker wrapper elf coff db)
+for m in "${modules[@]}"; do
+  case $m in
+    target)   run target   -f core/src/target.rs -C --lib ;;
+    best_for) run best_for -f core/src/view/fat.rs -F 'best_for|plan_archives|build_archive' -C --lib ;;
+    bundle)   run bundle   -f 'core/src/bundle/*.rs' ;;
+    kpack)    run kpack    -f 'core/src/kpack/*.rs' ;;
+    marker)   run marker   -f core/src/marker.rs -C --lib ;;
+    wrapper)  run wrapper  -f core/src/wrapper.rs -C --lib ;;
+    elf)      run elf      -f core/src/elf/transform.rs ;;
+    coff)     run coff     -f 'core/src/coff/*.rs' ;;
+    db)       run db       -f 'core/src/db/*.rs' -C --lib ;;
+    *) echo "mutants.sh: unknown module $m" >&2; exit 2 ;;
+  esac
+done
