@@ -133,9 +133,12 @@ def main():
     for c in ("cold", "warm"):
         s, mb = med(f"f6.bake.{c}.secs"), med(f"f6.bake.{c}.rss_mb")
         cp = med(f"f6.cp.{c}.secs")
-        row("6", f"bake wall, page cache {c}", s, "s", "reference tool", 237.0, "< 237 s", ok(s is not None and s < 237))
+        # The reference tool is not run here: its figures are quoted (from
+        # the project's earlier measurement), so they are labelled so and
+        # never judged "met" against this run.
+        row("6", f"bake wall, page cache {c}", s, "s", "reference tool (quoted, not this run)", 237.0)
         row("6", f"bake wall, page cache {c}", s, "s", "cp of the same input", cp)
-        row("6", f"bake peak RSS, page cache {c}", mb, "MB", "reference tool", 3.9 * 1024, "< 3.9 GB", ok(mb is not None and mb < 3.9 * 1024))
+        row("6", f"bake peak RSS, page cache {c}", mb, "MB", "reference tool (quoted, not this run)", 3.9 * 1024)
 
     # 7. peak RSS
     for tree in ("uncompressed", "ccob"):
