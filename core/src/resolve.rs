@@ -216,10 +216,10 @@ pub fn resolve(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -
     Ok(out)
 }
 
-/// [`resolve`], handing each wrapper's resolution to `each` as it is made,
-/// in wrapper order: a caller that checks and drops each code object (as
-/// `verify` does) holds one at a time, not the whole library's.
-pub fn resolve_each(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv, each: &mut dyn FnMut(WrapperResolution)) -> Result<(), ResolveError> {
+/// `binary` opened, its wrappers, and the directory the runtime resolves its
+/// markers' search paths from: that of the binary's real path (symlinks
+/// resolved, as the runtime finds it through `/proc/self/maps`).
+fn open_wrappers(binary: &Path) -> Result<(File, Vec<RawWrapper>, PathBuf), ResolveError> {
     let io_err = |e| ResolveError::Io(binary.to_path_buf(), e);
     let real = binary.canonicalize().map_err(io_err)?;
     let file = File::open(&real).map_err(io_err)?;
@@ -230,6 +230,14 @@ pub fn resolve_each(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderE
         HostError::Format(m) => ResolveError::Host(binary.to_path_buf(), m),
     })?;
     let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    Ok((file, wrappers, dir))
+}
+
+/// [`resolve`], handing each wrapper's resolution to `each` as it is made,
+/// in wrapper order: a caller that checks and drops each code object (as
+/// `verify` does) holds one at a time, not the whole library's.
+pub fn resolve_each(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv, each: &mut dyn FnMut(WrapperResolution)) -> Result<(), ResolveError> {
+    let (file, wrappers, dir) = open_wrappers(binary)?;
     let arch_list = device_arch_list(isa);
     let mut cache = HashMap::new();
     for w in wrappers {
@@ -281,16 +289,7 @@ pub struct Carried {
 /// `ROCM_KPACK_PATH…` variables), every archive whose name fits the
 /// `@GFXARCH@` pattern, and the fat wrappers' bundles.
 pub fn carried(binary: &Path, env: &LoaderEnv) -> Result<Carried, ResolveError> {
-    let io_err = |e| ResolveError::Io(binary.to_path_buf(), e);
-    let real = binary.canonicalize().map_err(io_err)?;
-    let file = File::open(&real).map_err(io_err)?;
-    let wrappers = host::wrappers(&file).map_err(|e| match e {
-        HostError::NotHost => ResolveError::Format(binary.to_path_buf()),
-        HostError::NoWrappers => ResolveError::NoWrappers(binary.to_path_buf()),
-        HostError::Io(e) => ResolveError::Io(binary.to_path_buf(), e),
-        HostError::Format(m) => ResolveError::Host(binary.to_path_buf(), m),
-    })?;
-    let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let (file, wrappers, dir) = open_wrappers(binary)?;
     let mut out = Carried::default();
     let add_archive = |p: &Path, out: &mut Carried| {
         if let Ok(a) = File::open(p).and_then(|f| Archive::open(&f).map_err(io::Error::other)) {

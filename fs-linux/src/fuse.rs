@@ -344,7 +344,14 @@ impl Filesystem for KpackFs {
                 self.watch(ino.0);
                 let fh = self.fh();
                 self.dirs.insert(fh, Arc::new(DirHandle { entries }));
-                reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR);
+                // The kernel may cache the listing for this open, but not
+                // keep it across opens (no KEEP_CACHE): a readdir in flight
+                // while a source change is invalidated can put the old
+                // entries back into the kernel's cache after the
+                // invalidation, and they would stay until the next change.
+                // Each opendir asks again; the daemon answers from its own
+                // listing, which the change did drop.
+                reply.opened(FileHandle(fh), FopenFlags::FOPEN_CACHE_DIR);
             }
             Err(e) => reply.error(errno(&e)),
         }

@@ -300,20 +300,7 @@ fn check_mountpoint(src: &Path, mnt: &Path, nonempty: bool) -> Result<(), Failur
 
 pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     apply_options(&mut args)?;
-    // The embedded demo only when asked for by name: a forgotten SOURCE
-    // (`mount /opt/rocm --arch …`) must never mount the demo over the install.
-    let (source, mnt) = match (args.demo, args.paths.as_slice()) {
-        (false, [s, m]) => (Some(s.clone()), m.clone()),
-        (true, [m]) => (None, m.clone()),
-        (false, [p]) => {
-            return Err(Failure::usage(format!(
-                "mount needs SOURCE and MOUNTPOINT, got only {} (kpackfs mount SOURCE MOUNTPOINT --arch …; --demo MOUNTPOINT mounts the embedded demo install)",
-                p.display()
-            )))
-        }
-        (true, _) => return Err(Failure::usage("--demo serves the embedded demo install: give only the MOUNTPOINT, not a SOURCE")),
-        _ => return Err(Failure::usage("usage: kpackfs mount SOURCE MOUNTPOINT --arch TARGET")),
-    };
+    let (source, mnt) = kpackfs_core::cli::mount_paths(args.demo, &args.paths)?;
     let src = source_dir(source.as_deref())?;
     // `--views a,b/c`: one view per item (`/`, or `+` before a target, joins
     // targets of one view); the first is configured as `--arch` would be,

@@ -45,19 +45,7 @@ fn mount_error(e: FileSystemMountError, mp: &str) -> Failure {
 }
 
 pub fn run(args: MountArgs) -> Result<(), Failure> {
-    // The embedded demo only when asked for by name (as on Linux).
-    let (source, mnt) = match (args.demo, args.paths.as_slice()) {
-        (false, [s, m]) => (Some(s.clone()), m.clone()),
-        (true, [m]) => (None, m.clone()),
-        (false, [p]) => {
-            return Err(Failure::usage(format!(
-                "mount needs SOURCE and MOUNTPOINT, got only {} (kpackfs mount SOURCE MOUNTPOINT --arch …; --demo MOUNTPOINT mounts the embedded demo install)",
-                p.display()
-            )))
-        }
-        (true, _) => return Err(Failure::usage("--demo serves the embedded demo install: give only the MOUNTPOINT, not a SOURCE")),
-        _ => return Err(Failure::usage("usage: kpackfs mount SOURCE MOUNTPOINT --arch TARGET")),
-    };
+    let (source, mnt) = kpackfs_core::cli::mount_paths(args.demo, &args.paths)?;
     let src = source_dir(source.as_deref())?;
     let cfg = view_config(src.clone(), &args.view, crate::cli::WINDOWS_NAMING)?;
     let mp = MountPoint::parse(&mnt.to_string_lossy()).map_err(Failure::usage)?;

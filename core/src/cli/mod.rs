@@ -348,6 +348,23 @@ pub fn not_a_directory(what: &str, p: &Path) -> Result<(), Failure> {
     }
 }
 
+/// `mount`'s SOURCE and MOUNTPOINT: both, or with `--demo` the
+/// mountpoint alone (`None` = the embedded demo install). The demo is
+/// served only when asked for by name: a forgotten SOURCE (`mount /opt/rocm
+/// --arch …`) must never mount the demo over the install.
+pub fn mount_paths(demo: bool, paths: &[PathBuf]) -> Result<(Option<PathBuf>, PathBuf), Failure> {
+    match (demo, paths) {
+        (false, [s, m]) => Ok((Some(s.clone()), m.clone())),
+        (true, [m]) => Ok((None, m.clone())),
+        (false, [p]) => Err(Failure::usage(format!(
+            "mount needs SOURCE and MOUNTPOINT, got only {} (kpackfs mount SOURCE MOUNTPOINT --arch …; --demo MOUNTPOINT mounts the embedded demo install)",
+            p.display()
+        ))),
+        (true, _) => Err(Failure::usage("--demo serves the embedded demo install: give only the MOUNTPOINT, not a SOURCE")),
+        _ => Err(Failure::usage("usage: kpackfs mount SOURCE MOUNTPOINT --arch TARGET")),
+    }
+}
+
 /// The source to serve: the given directory, or (`None`, which callers
 /// pass only for `--demo`) the embedded demo install.
 /// Linux resolves symlinks in it; Windows keeps a plain absolute path

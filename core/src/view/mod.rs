@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
@@ -106,6 +106,9 @@ pub struct View {
     /// version, so memory stays flat over long runs).
     probes: Arc<DashMap<PathBuf, (SourceId, bool)>>,
     listings: DashMap<PathBuf, Arc<Listing>>,
+    /// Counts source-change events; a listing built while one arrived is
+    /// not kept (see [`View::listing`]).
+    listing_epoch: AtomicU64,
     caches: Arc<Caches>,
     slots: Arc<Slots>,
     stats: Arc<Stats>,
@@ -145,6 +148,7 @@ impl View {
             current: Arc::default(),
             probes: Arc::default(),
             listings: DashMap::new(),
+            listing_epoch: AtomicU64::new(0),
             stats: Arc::new(Stats::default()),
         })
     }
@@ -163,6 +167,7 @@ impl View {
             current: self.current.clone(),
             probes: self.probes.clone(),
             listings: DashMap::new(),
+            listing_epoch: AtomicU64::new(0),
             caches: self.caches.clone(),
             slots: self.slots.clone(),
             stats: self.stats.clone(),
@@ -250,6 +255,10 @@ impl View {
                 return Ok(l.clone());
             }
         }
+        // A change event that arrives while this listing is built may
+        // concern what it already read (a file rewritten in place leaves the
+        // directory's identity as it was): then it is used, not kept.
+        let epoch = self.listing_epoch.load(Ordering::SeqCst);
         let mut raw = self.tree.read_dir(rel)?;
         raw.sort_by(|a, b| a.0.cmp(&b.0));
         let mut entries = Vec::with_capacity(raw.len() + 1);
@@ -288,6 +297,12 @@ impl View {
         }
         let l = Arc::new(Listing { id: st.id(), entries, fat_files });
         self.listings.insert(rel.to_path_buf(), l.clone());
+        // `source_changed` counts, then removes: whichever way it
+        // interleaves with the insert above, a listing that may predate the
+        // change does not stay.
+        if self.listing_epoch.load(Ordering::SeqCst) != epoch {
+            self.listings.remove_if(rel, |_, kept| Arc::ptr_eq(kept, &l));
+        }
         Ok(l)
     }
 
@@ -436,6 +451,7 @@ impl View {
     /// request re-reads the source even where the change left the file's
     /// identity (size, times) as it was.
     pub fn source_changed(&self, dir: &Path, name: Option<&OsStr>) {
+        self.listing_epoch.fetch_add(1, Ordering::SeqCst);
         self.listings.remove(dir);
         match name {
             Some(n) => {
