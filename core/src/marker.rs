@@ -74,6 +74,19 @@ impl Marker {
 mod tests {
     use super::*;
 
+    /// The runtime reads up to 64 KiB from the marker pointer: a marker of
+    /// 60 KiB decodes whole; one past the limit is cut there and fails.
+    #[test]
+    fn markers_are_read_up_to_64_kib() {
+        let m = |len: usize| Marker { search_paths: vec!["../.kpack/x_@GFXARCH@.kpack".into()], kernel_name: "k".repeat(len) };
+        let near = m(60 * 1024);
+        let bytes = near.encode();
+        assert!(bytes.len() > 60 * 1024 && bytes.len() <= MAX_MARKER, "{}", bytes.len());
+        assert_eq!(Marker::decode(&bytes), Ok(near));
+        let over = m(MAX_MARKER).encode();
+        assert!(Marker::decode(&over).is_err());
+    }
+
     #[test]
     fn reference_encoding() {
         // FORMATS.md §3.1, verified against the reference tool.
