@@ -36,15 +36,15 @@ modules=("$@")
 [ ${#modules[@]} -gt 0 ] || modules=(target best_for bundle kpack marker wrapper elf coff db)
 for m in "${modules[@]}"; do
   case $m in
-    target)   run target   -f core/src/target.rs -C --lib ;;
-    best_for) run best_for -f core/src/view/fat.rs -F 'best_for|plan_archives|build_archive' -C --lib ;;
-    bundle)   run bundle   -f 'core/src/bundle/*.rs' ;;
-    kpack)    run kpack    -f 'core/src/kpack/*.rs' ;;
-    marker)   run marker   -f core/src/marker.rs -C --lib ;;
-    wrapper)  run wrapper  -f core/src/wrapper.rs -C --lib ;;
-    elf)      run elf      -f core/src/elf/transform.rs ;;
-    coff)     run coff     -f 'core/src/coff/*.rs' ;;
-    db)       run db       -f 'core/src/db/*.rs' -C --lib ;;
+    target)   run target   -f core/src/formats/target.rs -C --lib ;;
+    best_for) run best_for -f core/src/plan/fat.rs -F 'best_for|plan_archives|build_archive' -C --lib ;;
+    bundle)   run bundle   -f 'core/src/formats/bundle/*.rs' ;;
+    kpack)    run kpack    -f 'core/src/formats/kpack/*.rs' ;;
+    marker)   run marker   -f core/src/formats/marker.rs -C --lib ;;
+    wrapper)  run wrapper  -f core/src/formats/wrapper.rs -C --lib ;;
+    elf)      run elf      -f core/src/formats/elf/transform.rs ;;
+    coff)     run coff     -f 'core/src/formats/pe/*.rs' ;;
+    db)       run db       -f 'core/src/plan/db/*.rs' -C --lib ;;
     *) echo "mutants.sh: unknown module $m" >&2; exit 2 ;;
   esac
 done

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::bundle::{ccob, BundleError, CcobHeader};
+use crate::formats::bundle::{ccob, BundleError, CcobHeader};
 use crate::io::{read_exact_at, ReadAt};
 
 #[derive(Debug, Error)]
@@ -405,7 +405,7 @@ mod tests {
     fn large_blobs_are_read_in_windows() {
         let header = CcobHeader {
             version: 3,
-            method: crate::bundle::ccob::CcobMethod::Zstd,
+            method: crate::formats::bundle::ccob::CcobMethod::Zstd,
             total_size: Some(100),
             uncompressed_size: 3 * BLOB_WINDOW + 77,
             hash: 0,

@@ -8,31 +8,19 @@
 //! reference kpack transform as a lazy [`layout::Layout`], database file
 //! rules ([`db`]), the caches ([`data_cache`]), this machine's GPUs ([`machine`]), and the offline paths ([`bake`], [`inspect`], [`resolve`]).
 
-pub mod archs;
-pub mod bake;
-pub mod bundle;
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod coff;
 pub mod copy;
 pub mod data_cache;
-pub mod db;
 pub mod demo;
-pub mod elf;
-pub mod host;
-pub mod inspect;
+pub mod formats;
 pub mod io;
-pub mod kpack;
 pub mod layout;
 pub mod machine;
-pub mod marker;
-pub mod msgpack;
-pub mod recompress;
-pub mod resolve;
+pub mod packaging;
+pub mod plan;
 pub mod source;
-pub mod split;
 pub mod staging;
-pub mod target;
+pub mod tools;
 pub mod view;
 pub mod views;
-pub mod wrapper;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::target::{has_sramecc, has_xnack, TargetId};
+use crate::formats::target::{has_sramecc, has_xnack, TargetId};
 
 /// The KFD topology's node directories, under a sysfs root.
 pub const NODES_DIR: &str = "class/kfd/kfd/topology/nodes";

@@ -223,8 +223,8 @@ mod tests {
     use std::path::Path;
 
     use super::view_selections;
+    use crate::formats::target::{Selection, TargetId};
     use crate::machine::{machine_targets, RuntimeEnv};
-    use crate::target::{Selection, TargetId};
 
     fn sels(args: &[&str]) -> Vec<String> {
         view_selections(args)

@@ -11,11 +11,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::{assets, read};
-use kpackfs_core::bundle;
-use kpackfs_core::elf::{self, Deviation, ElfFile};
+use kpackfs_core::formats::bundle;
+use kpackfs_core::formats::elf::{self, Deviation, ElfFile};
+use kpackfs_core::formats::marker::Marker;
+use kpackfs_core::formats::target::Selection;
 use kpackfs_core::layout::Uncached;
-use kpackfs_core::marker::Marker;
-use kpackfs_core::target::Selection;
 use kpackfs_core::view::{ArchiveNaming, NodeType, View, ViewConfig, ROOT_INO};
 use proptest::prelude::*;
 
@@ -41,7 +41,7 @@ fn every_assets_code_objects_equal_clang_offload_bundlers() {
         let data = read(assets().join("bin").join(bin));
         let (off, size) = match ElfFile::parse(&data) {
             Ok(f) => f.fatbin().map(|s| (s.offset, s.size)).unwrap(),
-            Err(_) => kpackfs_core::host::fat_section(&data).unwrap(),
+            Err(_) => kpackfs_core::formats::host::fat_section(&data).unwrap(),
         };
         let objs = bundle::fatbin_objects(&data, off, off + size).unwrap();
         let want = expected_index(bin);

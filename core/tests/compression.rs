@@ -11,9 +11,9 @@ use std::fs;
 use std::path::Path;
 
 use common::{assets, without_checksum};
-use kpackfs_core::bundle::CcobMethod;
-use kpackfs_core::kpack::{Archive, Scheme};
-use kpackfs_core::target::Selection;
+use kpackfs_core::formats::bundle::CcobMethod;
+use kpackfs_core::formats::kpack::{Archive, Scheme};
+use kpackfs_core::formats::target::Selection;
 use kpackfs_core::view::{ArchiveCompression, ArchiveNaming, View, ViewConfig};
 
 fn view(src: &Path, compression: ArchiveCompression) -> View {
@@ -41,7 +41,7 @@ fn auto_archives_of_ccob_sources_are_level3_frames_of_the_objects() {
     let lib = t.path().join("lib");
     fs::create_dir_all(&lib).unwrap();
     for (asset, version, method) in [("libmulti.so", 3, CcobMethod::Zstd), ("libtwo.so", 2, CcobMethod::Zlib)] {
-        kpackfs_core::recompress::recompress(&assets().join("bin").join(asset), &lib.join(asset), version, method, 3).unwrap();
+        kpackfs_core::tools::recompress::recompress(&assets().join("bin").join(asset), &lib.join(asset), version, method, 3).unwrap();
     }
     let auto = view(t.path(), ArchiveCompression::Auto);
     let plain = view(t.path(), ArchiveCompression::None);

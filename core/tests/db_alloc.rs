@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::Path;
 
-use kpackfs_core::db::Rules;
+use kpackfs_core::plan::db::Rules;
 
 struct Counting;
 

@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
-use kpackfs_core::coff::{self, PeFile};
-use kpackfs_core::elf::{self, ElfFile};
-use kpackfs_core::kpack::{Archive, Scheme};
-use kpackfs_core::marker::Marker;
+use kpackfs_core::formats::elf::{self, ElfFile};
+use kpackfs_core::formats::kpack::{Archive, Scheme};
+use kpackfs_core::formats::marker::Marker;
+use kpackfs_core::formats::pe::{self, PeFile};
 
 #[path = "../fuzz/fuzz_targets/common.rs"]
 mod common;
@@ -57,7 +57,7 @@ fn pe_check(v: &Vec<u8>) -> Option<usize> {
     let Ok(pe) = PeFile::parse(v) else { return None };
     let _ = pe.classify();
     let marker = Marker::for_group("fuzz.dll", 0, "bin/fuzz.dll").encode();
-    let p = coff::plan(v, &pe, &marker).ok()?;
+    let p = pe::plan(v, &pe, &marker).ok()?;
     common::check_layout(&p.layout, v);
     Some(p.layout.len() as usize)
 }

@@ -12,11 +12,11 @@ use std::fs;
 use std::path::Path;
 
 use common::{assets, read};
-use kpackfs_core::bundle::{self, ccob, BundleError, CcobMethod, Chunk};
-use kpackfs_core::elf::ElfFile;
-use kpackfs_core::kpack::Archive;
+use kpackfs_core::formats::bundle::{self, ccob, BundleError, CcobMethod, Chunk};
+use kpackfs_core::formats::elf::ElfFile;
+use kpackfs_core::formats::kpack::Archive;
+use kpackfs_core::formats::target::Selection;
 use kpackfs_core::layout::LayoutError;
-use kpackfs_core::target::Selection;
 use kpackfs_core::view::{self, ArchiveCompression, ArchiveNaming, View, ViewConfig};
 
 fn view(src: &Path, compression: ArchiveCompression) -> View {
@@ -130,7 +130,7 @@ fn a_damaged_ccob_is_eio_through_the_view_never_other_bytes() {
                     }
                     let plain = read_all(&view(&t.path().join("intact"), ArchiveCompression::None), &rel).unwrap();
                     let pa = Archive::open(&plain).unwrap();
-                    let kpackfs_core::kpack::Scheme::None { blobs } = &pa.toc.scheme else { panic!() };
+                    let kpackfs_core::formats::kpack::Scheme::None { blobs } = &pa.toc.scheme else { panic!() };
                     let e1 = pa.toc.entry("lib/libtwo.so#1", arch).unwrap();
                     let (off, len) = blobs[e1.ordinal as usize];
                     let mut obj = vec![0u8; len as usize];

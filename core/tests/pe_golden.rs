@@ -5,10 +5,10 @@
 mod common;
 
 use common::{read, vectors};
-use kpackfs_core::coff::{self, PeFile};
-use kpackfs_core::host::{self, NotTransformed};
+use kpackfs_core::formats::host::{self, NotTransformed};
+use kpackfs_core::formats::marker::Marker;
+use kpackfs_core::formats::pe::{self, PeFile};
 use kpackfs_core::layout::Uncached;
-use kpackfs_core::marker::Marker;
 
 fn marker() -> Vec<u8> {
     Marker { search_paths: vec!["../.kpack/t_@GFXARCH@.kpack".into()], kernel_name: "bin/w.dll".into() }.encode()
@@ -20,7 +20,7 @@ fn w_dll_byte_identical() {
     let input = read(g.join("w.dll"));
     let want = read(g.join("w.dll.kpacked"));
     let pe = PeFile::parse(&input).unwrap();
-    let plan = coff::plan(&input, &pe, &marker()).unwrap();
+    let plan = pe::plan(&input, &pe, &marker()).unwrap();
     let out = plan.layout.materialize(&input, &Uncached).unwrap();
     if out != want {
         let first = out.iter().zip(&want).position(|(a, b)| a != b);
@@ -32,7 +32,7 @@ fn w_dll_byte_identical() {
     assert_eq!(plan.wrappers.len(), 1);
     assert_eq!(plan.wrappers[0].fatbin_offset, Some(0));
     let again = PeFile::parse(&out).unwrap();
-    assert!(matches!(again.classify(), Err(coff::CoffError::AlreadyKpacked)));
+    assert!(matches!(again.classify(), Err(pe::CoffError::AlreadyKpacked)));
 }
 
 #[test]
@@ -59,7 +59,7 @@ fn hostile_pe_inputs_pass_through() {
     b[sect_off + 20..sect_off + 24].copy_from_slice(&second_ptr.to_le_bytes());
     cases.push(("overlapping sections", b));
     // The wrapper points outside `.hip_fat`, and at garbage.
-    let (_, seg) = pe.section(coff::WRAPPER_SECTION).unwrap();
+    let (_, seg) = pe.section(pe::WRAPPER_SECTION).unwrap();
     let w_off = pe.rva_to_off(seg.virtual_address as u64).unwrap() as usize;
     let mut b = input.clone();
     b[w_off..w_off + 4].copy_from_slice(b"XXXX");

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{assets, read, vectors, without_checksum};
-use kpackfs_core::bundle::{self, ccob, Chunk, ObjectLocation};
-use kpackfs_core::kpack::{Archive, ArchiveSpec, BlobData, EntrySpec, Scheme};
+use kpackfs_core::formats::bundle::{self, ccob, Chunk, ObjectLocation};
+use kpackfs_core::formats::kpack::{Archive, ArchiveSpec, BlobData, EntrySpec, Scheme};
 use kpackfs_core::layout::Uncached;
 
 fn expected(name: &str) -> Vec<u8> {

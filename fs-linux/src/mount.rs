@@ -111,7 +111,7 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
             }
             k if k.starts_with("x-") || k.starts_with("comment") => {}
             // `-o arch=gfx90a,gfx1030`: commas separate options here.
-            k if kpackfs_core::target::TargetId::parse(k).is_ok() => {
+            k if kpackfs_core::formats::target::TargetId::parse(k).is_ok() => {
                 return Err(Failure::usage(format!(
                     "unknown mount option {k:?}: commas separate options, so repeat arch= for each target (-o arch=…,arch={k})"
                 )))

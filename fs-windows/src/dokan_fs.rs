@@ -383,7 +383,7 @@ mod tests {
     //! through, never read, by this handler.
     use super::*;
     use crate::access::*;
-    use kpackfs_core::target::Selection;
+    use kpackfs_core::formats::target::Selection;
     use kpackfs_core::view::{ArchiveNaming, ViewConfig};
     use std::path::Path;
 

@@ -275,7 +275,7 @@ impl Walker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kpackfs_core::target::Selection;
+    use kpackfs_core::formats::target::Selection;
     use kpackfs_core::view::{ArchiveNaming, ViewConfig};
 
     /// A throwaway source tree.

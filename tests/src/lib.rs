@@ -458,7 +458,7 @@ pub fn expected_entry(binary: &str, device: &str) -> Option<&'static str> {
 pub fn expected_arch(binary: &str, device: &str) -> &'static str {
     let row = if LOADS.iter().any(|(b, _)| *b == binary) { binary } else { "app_pie" };
     let id = expected_entry(row, device).unwrap_or_else(|| panic!("{binary} has no code object for {device}"));
-    kpackfs_core::target::arch_of_entry_id(id).expect("entry ID with a target")
+    kpackfs_core::formats::target::arch_of_entry_id(id).expect("entry ID with a target")
 }
 
 /// The bytes of bundle `index` of `binary` (a test_assets/bin name), cut
@@ -657,9 +657,9 @@ impl Drop for Tmpfs {
 /// of libtwo.so ([`expected_object`]) are the oracle. Returns the bytes
 /// and each CCOB's (offset, length, header length).
 pub fn padded_ccob_libtwo() -> (Vec<u8>, Vec<(u64, u64, u64)>) {
-    use kpackfs_core::bundle::{self, ccob, CcobMethod, Chunk};
+    use kpackfs_core::formats::bundle::{self, ccob, CcobMethod, Chunk};
     let fat = fs::read(assets().join("bin/libtwo.so")).expect("libtwo.so");
-    let elf = kpackfs_core::elf::ElfFile::parse(&fat).expect("libtwo.so is ELF");
+    let elf = kpackfs_core::formats::elf::ElfFile::parse(&fat).expect("libtwo.so is ELF");
     let sec = elf.fatbin().expect("fat section");
     let mut out = fat.clone();
     let mut ccobs = Vec::new();
@@ -684,7 +684,7 @@ pub fn padded_ccob_libtwo() -> (Vec<u8>, Vec<(u64, u64, u64)>) {
 /// CCOB decodable — to other bytes, with the same entry table — found with
 /// the unchecked decoder: a damage only the header's hash reveals.
 pub fn silent_ccob_flip(data: &[u8], at: u64) -> usize {
-    use kpackfs_core::bundle::{self, ccob, Chunk};
+    use kpackfs_core::formats::bundle::{self, ccob, Chunk};
     let chunk = bundle::parse_chunk(&data.to_vec(), at, data.len() as u64).expect("CCOB");
     let Chunk::Compressed { len, header, .. } = &chunk else { panic!("not a CCOB") };
     let intact = ccob::decode(&data.to_vec(), at, *len, header).expect("intact CCOB");

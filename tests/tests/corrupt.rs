@@ -18,9 +18,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use kpackfs_core::elf::ElfFile;
-use kpackfs_core::resolve::{self, LoaderEnv, LoaderGen};
-use kpackfs_core::target::TargetId;
+use kpackfs_core::formats::elf::ElfFile;
+use kpackfs_core::formats::target::TargetId;
+use kpackfs_core::tools::resolve::{self, LoaderEnv, LoaderGen};
 use kpackfs_tests::*;
 
 fn put_u64(b: &mut [u8], off: usize, v: u64) {
@@ -261,7 +261,7 @@ fn corrupt_inputs_are_passed_through_or_transformed_correctly() {
             Ok(b) => {
                 assert_eq!(b.len() as u64, fs::metadata(&p).unwrap().len(), "{}", p.display());
                 let Some((group, arch)) = group_arch.filter(|_| damaged_in_ccob) else { continue };
-                let a = kpackfs_core::kpack::Archive::open(&b).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let a = kpackfs_core::formats::kpack::Archive::open(&b).unwrap_or_else(|e| panic!("{name}: {e}"));
                 for (key, archs) in &a.toc.toc {
                     let w: usize = key.strip_prefix(&format!("lib/{group}#")).and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("{name}: key {key}"));
                     for (entry_arch, _) in archs {
@@ -308,7 +308,7 @@ fn corrupt_inputs_are_passed_through_or_transformed_correctly() {
 /// variant `group`, each checked against clang-offload-bundler's; returns
 /// how many.
 fn check_against_goldens(name: &str, b: &[u8], group: &str, arch: &str) -> usize {
-    let a = kpackfs_core::kpack::Archive::open(&b.to_vec()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let a = kpackfs_core::formats::kpack::Archive::open(&b.to_vec()).unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut n = 0;
     for (key, archs) in &a.toc.toc {
         let w: usize = key.strip_prefix(&format!("lib/{group}#")).and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("{name}: key {key}"));
@@ -400,9 +400,9 @@ fn damaged_ccob_is_eio_in_a_mount_and_fails_every_tool() {
     let small = tempdir();
     fs::create_dir_all(small.path().join("lib")).unwrap();
     let small_lib = small.path().join("lib/small.so");
-    kpackfs_core::recompress::recompress(&assets().join("bin/libtwo.so"), &small_lib, 3, kpackfs_core::bundle::CcobMethod::Zstd, 3).unwrap();
+    kpackfs_core::tools::recompress::recompress(&assets().join("bin/libtwo.so"), &small_lib, 3, kpackfs_core::formats::bundle::CcobMethod::Zstd, 3).unwrap();
     let mut b = fs::read(&small_lib).unwrap();
-    let at = kpackfs_core::elf::ElfFile::parse(&b).unwrap().fatbin().unwrap().offset;
+    let at = kpackfs_core::formats::elf::ElfFile::parse(&b).unwrap().fatbin().unwrap().offset;
     let i = silent_ccob_flip(&b, at);
     b[i] ^= 1;
     fs::write(&small_lib, b).unwrap();

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use kpackfs_core::resolve::{self, LoaderEnv, LoaderGen};
-use kpackfs_core::target::TargetId;
+use kpackfs_core::formats::target::TargetId;
+use kpackfs_core::tools::resolve::{self, LoaderEnv, LoaderGen};
 use kpackfs_tests::*;
 
 const LIBDIR: &str = "/usr/lib/x86_64-linux-gnu";

@@ -37,7 +37,7 @@ fn hand_bundle() -> Vec<u8> {
         co("app_pie", "gfx1030"),
     );
     assert!(native != dup && generic != native, "the gfx1030 payloads must differ to tell them apart");
-    kpackfs_core::bundle::write_bundle(
+    kpackfs_core::formats::bundle::write_bundle(
         &[
             ("host-x86_64-unknown-linux", &[]),
             ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", &xm),

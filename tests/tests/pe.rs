@@ -7,8 +7,8 @@
 use std::fs;
 use std::path::Path;
 
-use kpackfs_core::resolve::{self, LoaderEnv, LoaderGen};
-use kpackfs_core::target::TargetId;
+use kpackfs_core::formats::target::TargetId;
+use kpackfs_core::tools::resolve::{self, LoaderEnv, LoaderGen};
 use kpackfs_tests::*;
 
 const PE: &[&str] = &["hip_one.dll", "hip_two.dll", "hip_app.exe", "hip_cert.dll"];

@@ -447,7 +447,7 @@ fn zstd_frames_carry_checksums_the_runtime_checks() {
         for f in fs::read_dir(out.path().join(art).join("math-libs/A/stage/.kpack")).unwrap() {
             let p = f.unwrap().path();
             let data = fs::read(&p).unwrap();
-            let a = kpackfs_core::kpack::Archive::open(&data).unwrap();
+            let a = kpackfs_core::formats::kpack::Archive::open(&data).unwrap();
             assert!(!a.frames.is_empty(), "{}: no zstd frames", p.display());
             for (i, (off, len)) in a.frames.iter().enumerate() {
                 let frame = &data[*off as usize..(off + len) as usize];
@@ -461,7 +461,7 @@ fn zstd_frames_carry_checksums_the_runtime_checks() {
     // Damage frame 0's checksum in the gfx1030 archive, then install.
     let kpack = out.path().join("blas_gfx1030/math-libs/A/stage/.kpack/blas_gfx1030.kpack");
     let mut data = fs::read(&kpack).unwrap();
-    let (off, len) = kpackfs_core::kpack::Archive::open(&data).unwrap().frames[0];
+    let (off, len) = kpackfs_core::formats::kpack::Archive::open(&data).unwrap().frames[0];
     data[(off + len - 1) as usize] ^= 0x01;
     fs::write(&kpack, &data).unwrap();
     let v = kp(&["verify".as_ref(), out.path().as_os_str()]);

@@ -2,7 +2,7 @@
 //! listing code objects and reading them must never panic, hang or
 //! allocate beyond the input's bounds (decoded sizes are capped).
 #![no_main]
-use kpackfs_core::bundle;
+use kpackfs_core::formats::bundle;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

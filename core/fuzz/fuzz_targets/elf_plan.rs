@@ -1,9 +1,9 @@
 //! The ELF planner on arbitrary input: any accepted file yields a layout
 //! that satisfies the serving invariants; anything else is a clean error.
 #![no_main]
-use kpackfs_core::elf::{self, ElfFile};
-use kpackfs_core::host;
-use kpackfs_core::marker::Marker;
+use kpackfs_core::formats::elf::{self, ElfFile};
+use kpackfs_core::formats::host;
+use kpackfs_core::formats::marker::Marker;
 use libfuzzer_sys::fuzz_target;
 
 mod common;

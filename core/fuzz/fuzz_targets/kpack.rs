@@ -1,7 +1,7 @@
 //! `.kpack` archives from arbitrary bytes: opening and extracting every
 //! TOC entry never panics, and `none` blobs come back at their stated size.
 #![no_main]
-use kpackfs_core::kpack::{Archive, Scheme};
+use kpackfs_core::formats::kpack::{Archive, Scheme};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

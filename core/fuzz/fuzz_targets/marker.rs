@@ -1,7 +1,7 @@
 //! The marker decoder (runtime semantics) on arbitrary bytes; a decoded
 //! marker re-encodes to bytes that decode to the same marker.
 #![no_main]
-use kpackfs_core::marker::Marker;
+use kpackfs_core::formats::marker::Marker;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,8 +1,8 @@
 //! The PE planner on arbitrary input, with the same invariants.
 #![no_main]
-use kpackfs_core::coff::{self, PeFile};
-use kpackfs_core::host;
-use kpackfs_core::marker::Marker;
+use kpackfs_core::formats::pe::{self, PeFile};
+use kpackfs_core::formats::host;
+use kpackfs_core::formats::marker::Marker;
 use libfuzzer_sys::fuzz_target;
 
 mod common;
@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = host::describe(&mut text, &v);
     let _ = host::wrappers(&v);
     let marker = Marker::for_group("fuzz.dll", 0, "bin/fuzz.dll").encode();
-    if let Ok(p) = coff::plan(&v, &pe, &marker) {
+    if let Ok(p) = pe::plan(&v, &pe, &marker) {
         common::check_layout(&p.layout, &v);
     }
 });

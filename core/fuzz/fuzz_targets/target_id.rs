@@ -1,7 +1,7 @@
 //! Target IDs and selections: parsing never panics, and what parses prints
 //! back to a string that parses to the same value.
 #![no_main]
-use kpackfs_core::target::{compatible_targets, Selection, TargetId};
+use kpackfs_core::formats::target::{compatible_targets, Selection, TargetId};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -17,14 +17,14 @@ use clap::{Args, Subcommand, ValueEnum};
 mod packaging;
 pub mod targets;
 
-use crate::bundle::CcobMethod;
 use crate::data_cache::DiskCache;
-use crate::db::Rules;
+use crate::formats::bundle::CcobMethod;
+use crate::formats::target::{Selection, TargetId};
+use crate::formats::wrapper::WrapperKind;
 use crate::machine::{Machine, RuntimeEnv};
-use crate::resolve::{self, LoaderEnv, LoaderGen};
-use crate::target::{Selection, TargetId};
+use crate::plan::db::Rules;
+use crate::tools::resolve::{self, LoaderEnv, LoaderGen};
 use crate::view::{ArchiveCompression, ArchiveNaming, CopyPolicy, View, ViewConfig};
-use crate::wrapper::WrapperKind;
 
 pub use packaging::{RecombineArgs, SplitArgs, SplitCompression, SplitOptions, SplitWheelArgs, VerifyArgs};
 
@@ -489,7 +489,7 @@ fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
     // line alone, without carriage returns.
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let quiet = args.quiet;
-    let mut progress = |p: &crate::bake::Progress<'_>| {
+    let mut progress = |p: &crate::tools::bake::Progress<'_>| {
         if !tty {
             return;
         }
@@ -499,7 +499,7 @@ fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
             let _ = std::io::stderr().flush();
         }
     };
-    let r = crate::bake::bake(&view, &args.dest, &mut progress).map_err(|e| match e {
+    let r = crate::tools::bake::bake(&view, &args.dest, &mut progress).map_err(|e| match e {
         e if e.is_usage() => Failure::usage(e.to_string()),
         other => Failure::runtime(format!("{other} ({} left as it was)", args.dest.display())),
     })?;
@@ -525,7 +525,7 @@ fn bake(args: BakeArgs, default_naming: Naming) -> Result<(), Failure> {
 }
 
 fn inspect(file: &Path) -> Result<(), Failure> {
-    let report = crate::inspect::inspect(file).map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
+    let report = crate::tools::inspect::inspect(file).map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
     emit(&report)
 }
 
@@ -543,7 +543,7 @@ fn archs(source: Option<&Path>, demo: bool, machine: bool, db: &DbRuleArgs) -> R
     }
     let src = source_dir(source)?;
     let rules = db.rules()?;
-    let r = crate::archs::archs(&src, &rules).map_err(|e| Failure::usage(format!("{}: {e}", src.display())))?;
+    let r = crate::tools::archs::archs(&src, &rules).map_err(|e| Failure::usage(format!("{}: {e}", src.display())))?;
     emit(&r.to_string())
 }
 
@@ -738,7 +738,7 @@ fn recompress(a: RecompressArgs) -> Result<(), Failure> {
         "zlib" => CcobMethod::Zlib,
         m => return Err(Failure::usage(format!("--method {m:?}: use zstd or zlib"))),
     };
-    let r = crate::recompress::recompress(&a.input, &a.output, a.ccob_version, method, a.level)
+    let r = crate::tools::recompress::recompress(&a.input, &a.output, a.ccob_version, method, a.level)
         .map_err(|e| Failure::usage(format!("{}: {e}", a.input.display())))?;
     eprintln!("{}: {} of {} bundles compressed ({} -> {})", a.output.display(), r.compressed, r.bundles, human(r.bytes_before), human(r.bytes_after));
     Ok(())

@@ -32,14 +32,14 @@ use dashmap::DashMap;
 use md5::{Digest, Md5};
 
 use crate::data_cache::{CacheError, Data, DataCache, DiskCache, Key, MemoryCache, Sink};
-use crate::host::HostPlan;
+use crate::formats::host::HostPlan;
 use crate::io::ReadAt;
 use crate::layout::CheckedOnce;
 use crate::source::SourceId;
 
-use super::fat::{ArchivePlan, FatBinary, ZSTD_LEVEL};
 use super::open::OpenFile;
 use super::{Error, Result, ViewConfig};
+use crate::plan::fat::{ArchivePlan, FatBinary, ZSTD_LEVEL};
 
 /// Bumped whenever what the view writes for the same inputs changes, so
 /// entries of an older kpackfs are never served.
@@ -63,7 +63,7 @@ fn content_digest(f: &File, plan: &HostPlan, size: u64, scope: Scope, max_range:
         let Some(rel) = w.fatbin_offset else { continue };
         let at = plan.fat_offset.saturating_add(rel);
         let n = read_some(f, at, &mut head)?;
-        all_compressed &= head[..n].starts_with(crate::bundle::CCOB_MAGIC);
+        all_compressed &= head[..n].starts_with(crate::formats::bundle::CCOB_MAGIC);
         h.update(w.index.to_le_bytes());
         h.update(at.to_le_bytes());
         h.update((n as u64).to_le_bytes());
@@ -367,7 +367,7 @@ impl Copies {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bundle::CcobMethod;
+    use crate::formats::bundle::CcobMethod;
     use crate::source::Time;
 
     const ASSETS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../test_assets/bin");
@@ -418,8 +418,8 @@ mod tests {
         // the same library with one code-object byte changed differs.
         let a = t.path().join("a");
         let b = t.path().join("b");
-        crate::recompress::recompress(&plain, &a, 3, CcobMethod::Zstd, 3).unwrap();
-        crate::recompress::recompress(&other, &b, 3, CcobMethod::Zstd, 3).unwrap();
+        crate::tools::recompress::recompress(&plain, &a, 3, CcobMethod::Zstd, 3).unwrap();
+        crate::tools::recompress::recompress(&other, &b, 3, CcobMethod::Zstd, 3).unwrap();
         let da = digest(&a, Scope::Objects, true);
         assert!(da.is_some());
         assert_eq!(da, digest(&a, Scope::Objects, false));

@@ -11,7 +11,6 @@
 //! never applied to bytes it was not made from.
 
 mod cached;
-mod fat;
 mod inodes;
 mod open;
 mod plan;
@@ -30,15 +29,15 @@ use std::sync::{Arc, OnceLock};
 use dashmap::DashMap;
 use thiserror::Error;
 
+pub use crate::plan::fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary, Objects, ZSTD_LEVEL};
 pub use cached::CopyPolicy;
-pub use fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary, Objects, ZSTD_LEVEL};
 pub use open::OpenFile;
 pub use types::{Attr, DirEntry, DiskSnapshot, Error, NodeType, Origin, Result, Stats, StatsSnapshot, ViewConfig};
 
 use crate::data_cache::DiskCache;
+use crate::formats::target::TargetId;
 use crate::layout::Layout;
 use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree};
-use crate::target::TargetId;
 
 use cached::{Caches, Scope};
 use inodes::Inodes;

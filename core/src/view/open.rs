@@ -6,15 +6,15 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::bundle::{ccob, BundleError};
 use crate::copy;
 use crate::data_cache::{Data, Key, MemoryCache, Sink};
+use crate::formats::bundle::{ccob, BundleError};
 use crate::io::ReadAt;
 use crate::layout::{BlobRef, BlobStore, Layout, LayoutError};
 use crate::source::{self, SourceId, SourceStat};
 
-use super::fat::{ArchivePlan, FatBinary};
 use super::{Attr, Error, Origin, Result, Stats};
+use crate::plan::fat::{ArchivePlan, FatBinary};
 
 /// Decodes of compressed bundles running at once: each holds an object
 /// buffer and a zstd window outside the cache budget, so their number is

@@ -7,12 +7,12 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use crate::host::{self, NotTransformed};
+use crate::formats::host::{self, NotTransformed};
 use crate::source::{SourceKind, SourceStat};
 
 use super::cached::{Caches, Scope};
-use super::fat::{self, ArchiveCompression, FatBinary};
 use super::{rel_str, Error, Node, Result, View, KPACK_DIR};
+use crate::plan::fat::{self, ArchiveCompression, FatBinary};
 
 /// How a source file is served.
 #[derive(Debug, Clone)]

@@ -9,10 +9,10 @@
 use std::path::{Path, PathBuf};
 
 use super::{ArchiveNaming, View, ViewConfig};
-use crate::bundle::write_bundle;
-use crate::elf::ElfFile;
-use crate::kpack::Archive;
-use crate::target::Selection;
+use crate::formats::bundle::write_bundle;
+use crate::formats::elf::ElfFile;
+use crate::formats::kpack::Archive;
+use crate::formats::target::Selection;
 
 fn assets() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../test_assets")

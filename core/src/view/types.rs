@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::db;
+use crate::formats::target::Selection;
 use crate::layout::LayoutError;
+use crate::plan::db;
 use crate::source::Time;
-use crate::target::Selection;
 
-use super::fat::{ArchiveCompression, ArchiveNaming};
+use crate::plan::fat::{ArchiveCompression, ArchiveNaming};
 
 /// `ESTALE`: the C runtime on Windows has no such errno (adapters there map
 /// [`Error`] variants to NTSTATUS directly); Linux's value stands in.
@@ -57,7 +57,7 @@ impl Error {
     /// (a damaged compressed bundle: one warning, then EIO for every read),
     /// so an adapter need not warn again on each read.
     pub fn already_reported(&self) -> bool {
-        matches!(self, Error::Layout(LayoutError::Decode(crate::bundle::BundleError::HashMismatch { .. })))
+        matches!(self, Error::Layout(LayoutError::Decode(crate::formats::bundle::BundleError::HashMismatch { .. })))
     }
 
     /// The errno to report for this error.

@@ -1,0 +1,145 @@
+//! Host binaries of either format (ELF, PE/COFF) behind one interface
+//! ([`HostFile`], implemented in `elf/` and `coff/`): this facade picks the
+//! format by magic, once, and everything else in the engine — the view,
+//! `split`, `verify`, `inspect`, `resolve`, `archs` — asks it, never a
+//! format module directly.
+
+pub mod types;
+
+use std::io;
+
+use crate::formats::elf::ElfFile;
+use crate::formats::pe::PeFile;
+use crate::io::{is_transient, read_exact_at, ReadAt};
+
+pub use types::{HostError, HostFile, HostFormat, HostPlan, NotTransformed, RawWrapper, WrapperRef};
+
+/// A parsed host binary of either format.
+pub enum Host {
+    Elf(ElfFile),
+    Pe(PeFile),
+}
+
+/// Calls `$body` with the format's [`HostFile`] as `$f`: the one place the
+/// engine branches per format.
+macro_rules! with_format {
+    ($host:expr, $f:ident => $body:expr) => {
+        match $host {
+            Host::Elf($f) => $body,
+            Host::Pe($f) => $body,
+        }
+    };
+}
+
+impl Host {
+    /// Parses the headers of whichever format `src` is.
+    pub fn open(src: &dyn ReadAt) -> Result<Host, HostError> {
+        match detect(src) {
+            Some(HostFormat::Elf) => Ok(Host::Elf(ElfFile::parse_host(src)?)),
+            Some(HostFormat::Pe) => Ok(Host::Pe(PeFile::parse_host(src)?)),
+            None => Err(HostError::NotHost),
+        }
+    }
+
+    pub fn format(&self) -> HostFormat {
+        match self {
+            Host::Elf(_) => HostFormat::Elf,
+            Host::Pe(_) => HostFormat::Pe,
+        }
+    }
+
+    pub fn check_fat(&self) -> Result<(), HostError> {
+        with_format!(self, f => f.check_fat())
+    }
+
+    pub fn fat_section(&self) -> Option<(u64, u64)> {
+        with_format!(self, f => f.fat_section())
+    }
+
+    pub fn raw_wrappers(&self, src: &dyn ReadAt) -> Result<Vec<RawWrapper>, HostError> {
+        with_format!(self, f => f.raw_wrappers(src))
+    }
+
+    pub fn plan_transform(&self, src: &dyn ReadAt, marker: &[u8]) -> Result<HostPlan, NotTransformed> {
+        with_format!(self, f => f.plan_transform(src, marker))
+    }
+
+    pub fn describe(&self, out: &mut String, src: &dyn ReadAt) -> io::Result<()> {
+        with_format!(self, f => f.describe(out, src))
+    }
+}
+
+pub fn detect(src: &dyn ReadAt) -> Option<HostFormat> {
+    let mut magic = [0u8; 4];
+    read_exact_at(src, 0, &mut magic).ok()?;
+    format_of(&magic)
+}
+
+fn format_of(magic: &[u8; 4]) -> Option<HostFormat> {
+    match magic {
+        b"\x7fELF" => Some(HostFormat::Elf),
+        [b'M', b'Z', _, _] => Some(HostFormat::Pe),
+        _ => None,
+    }
+}
+
+/// Headers-only check: is this a fat binary that the view transforms?
+pub fn probe(src: &dyn ReadAt) -> bool {
+    probe_checked(src).unwrap_or(false)
+}
+
+/// [`probe`], telling a failed read (`Err`, worth asking again later) from
+/// a file that definitely is or is not a fat binary. Reads past the end of
+/// the file are definite: the file is short, not the disk unwell.
+pub fn probe_checked(src: &dyn ReadAt) -> io::Result<bool> {
+    let mut magic = [0u8; 4];
+    match read_exact_at(src, 0, &mut magic) {
+        Ok(()) => {}
+        Err(e) if is_transient(&e) => return Err(e),
+        Err(_) => return Ok(false),
+    }
+    if format_of(&magic).is_none() {
+        return Ok(false);
+    }
+    match Host::open(src).and_then(|h| h.check_fat()) {
+        Ok(()) => Ok(true),
+        Err(HostError::Io(e)) if is_transient(&e) => Err(e),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Plans the transform with the given marker bytes.
+pub fn plan(src: &dyn ReadAt, marker: &[u8]) -> Result<HostPlan, NotTransformed> {
+    let host = match Host::open(src) {
+        Ok(h) => h,
+        // Not (a supported variant of) either format: a plain file.
+        Err(HostError::NotHost) => return Err(NotTransformed::Plain),
+        // Looks like a host binary but its headers cannot be read: served
+        // unchanged, and said so.
+        Err(e) => return Err(NotTransformed::Refused(e.to_string())),
+    };
+    host.plan_transform(src, marker)
+}
+
+/// File offset and size of the device-code section, if any.
+pub fn fat_section(src: &dyn ReadAt) -> Option<(u64, u64)> {
+    Host::open(src).ok()?.fat_section()
+}
+
+/// The wrappers as the runtime's loader sees them.
+pub fn wrappers(src: &dyn ReadAt) -> Result<Vec<RawWrapper>, HostError> {
+    Host::open(src)?.raw_wrappers(src)
+}
+
+/// `inspect`'s report on a host binary (`None`: not one).
+pub fn describe(out: &mut String, src: &dyn ReadAt) -> Option<io::Result<()>> {
+    let format = detect(src)?;
+    Some(match Host::open(src) {
+        Ok(h) => h.describe(out, src),
+        Err(e) => {
+            use std::fmt::Write as _;
+            let _ = writeln!(out, "{format}, not parseable: {e}");
+            Ok(())
+        }
+    })
+}

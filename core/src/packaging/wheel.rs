@@ -1,0 +1,478 @@
+//! `kpackfs split-wheel`: a fat Python wheel → a host wheel (same name,
+//! version and tags; fat binaries transformed) and one device wheel per GPU
+//! processor (its archives and database files), with the split engine.
+//!
+//! The *overlay root* — where `.kpack/` goes and what TOC keys are
+//! relative to — is the one top-level directory holding every fat binary
+//! and database file (`torch/` → archives in `torch/.kpack/`, keys like
+//! `lib/libtorch_hip.so#0`), or the wheel's root when they are spread over
+//! several. The host wheel's METADATA gains one extra per processor,
+//! `device-<processor>`, requiring `<name>-device-<processor>` of the same
+//! version, and `device-all`; device wheels require the host wheel of
+//! their version. A host wheel installed alone fails at load time with
+//! "archive not found" — never wrong code — and `kpackfs verify` names the
+//! missing archive (the host wheel's pack manifest lists them all).
+//!
+//! Output zips are deterministic: entries sorted (dist-info last, RECORD
+//! at the very end), times fixed at 1980-01-01, modes kept, deflated
+//! except zstd archives (already compressed: stored).
+//!
+//! The input is not trusted: entries must be plain relative paths, unpack
+//! within [`UnpackLimits`] (zip bombs), and match the wheel's RECORD
+//! ([`super::record`]); an input holding a file where the split writes an
+//! archive or pack manifest is refused (it was split before, or carries
+//! stale archives that would ship beside the new ones). Output wheels are
+//! staged ([`crate::staging`]): a failed run leaves OUTPUT as it was.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
+
+use crate::plan::db::Rules;
+
+use crate::staging::Staging;
+
+use super::manifest::ARTIFACT_MANIFEST;
+use super::record::csv_field;
+use super::{split, Progress, SplitConfig, SplitError, SplitReport};
+
+/// `{dist}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WheelName {
+    pub dist: String,
+    pub version: String,
+    pub build: Option<String>,
+    pub python: String,
+    pub abi: String,
+    pub platform: String,
+}
+
+impl WheelName {
+    pub fn parse(file_name: &str) -> Option<WheelName> {
+        let stem = file_name.strip_suffix(".whl")?;
+        let p: Vec<&str> = stem.split('-').collect();
+        let (dist, version, build, rest) = match p.len() {
+            5 => (p[0], p[1], None, &p[2..]),
+            6 => (p[0], p[1], Some(p[2].to_string()), &p[3..]),
+            _ => return None,
+        };
+        if p.iter().any(|s| s.is_empty()) {
+            return None;
+        }
+        Some(WheelName { dist: dist.into(), version: version.into(), build, python: rest[0].into(), abi: rest[1].into(), platform: rest[2].into() })
+    }
+}
+
+/// Bounds on unpacking a wheel, against zip bombs: each entry larger than
+/// [`UnpackLimits::RATIO_FLOOR`] may unpack to at most `max_ratio` times
+/// its compressed size, all entries together to at most `max_ratio` times
+/// the wheel's size (entries sharing compressed bytes), and no entry to
+/// more than the size its header declares.
+#[derive(Debug, Clone, Copy)]
+pub struct UnpackLimits {
+    pub max_ratio: u64,
+}
+
+impl UnpackLimits {
+    /// Entries up to this size are not ratio-checked: small text files
+    /// (an empty `__init__.py` padded by a header) compress absurdly well.
+    pub const RATIO_FLOOR: u64 = 1 << 20;
+    /// Deflate's best case is about 1032:1; real libraries, code objects
+    /// and database files stay well below 50:1.
+    pub const DEFAULT_RATIO: u64 = 200;
+}
+
+impl Default for UnpackLimits {
+    fn default() -> Self {
+        UnpackLimits { max_ratio: Self::DEFAULT_RATIO }
+    }
+}
+
+/// What split-wheel wrote.
+#[derive(Debug, Default)]
+pub struct WheelReport {
+    pub host: PathBuf,
+    pub devices: Vec<PathBuf>,
+    pub split: SplitReport,
+}
+
+/// A wheel-escaped distribution name (PEP 427: runs of `-_.` become `_`).
+fn escape(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if "-_.".contains(c) {
+            if !out.ends_with('_') {
+                out.push('_');
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Extracts `wheel` into `dir`, refusing entries that could leave it or
+/// unpack beyond `limits`.
+fn extract(wheel: &Path, dir: &Path, limits: UnpackLimits) -> Result<Vec<String>, SplitError> {
+    let bad = |m: String| SplitError::Usage(format!("{}: {m}", wheel.display()));
+    let f = File::open(wheel).map_err(|e| SplitError::io(wheel, e))?;
+    let wheel_size = f.metadata().map_err(|e| SplitError::io(wheel, e))?.len();
+    let mut z = ZipArchive::new(f).map_err(|e| bad(format!("not a zip archive: {e}")))?;
+    let hint = format!("a zip bomb? if the wheel is genuine, raise --max-unpack-ratio (now {})", limits.max_ratio);
+    let mut total: u64 = 0;
+    let mut names = Vec::new();
+    for i in 0..z.len() {
+        let mut e = z.by_index(i).map_err(|e| bad(e.to_string()))?;
+        let name = e.name().map_err(|e| bad(e.to_string()))?.into_owned();
+        let safe = !name.is_empty()
+            && !name.contains('\\')
+            && !name.contains('\0')
+            && Path::new(&name).components().all(|c| matches!(c, Component::Normal(_)))
+            && !name.starts_with('/');
+        if !safe || e.is_symlink() {
+            return Err(bad(format!("entry {name:?} is not a plain relative path")));
+        }
+        let (size, packed) = (e.size(), e.compressed_size());
+        if size > UnpackLimits::RATIO_FLOOR && size > packed.saturating_mul(limits.max_ratio) {
+            return Err(bad(format!("entry {name:?} unpacks to {size} bytes from {packed} (over {}:1): {hint}", limits.max_ratio)));
+        }
+        total = total.saturating_add(size);
+        if total > UnpackLimits::RATIO_FLOOR.max(wheel_size.saturating_mul(limits.max_ratio)) {
+            return Err(bad(format!("entries unpack to more than {}:1 of the wheel's {wheel_size} bytes: {hint}", limits.max_ratio)));
+        }
+        let to = dir.join(&name);
+        if e.is_dir() {
+            std::fs::create_dir_all(&to).map_err(|err| SplitError::io(&to, err))?;
+            continue;
+        }
+        if let Some(d) = to.parent() {
+            std::fs::create_dir_all(d).map_err(|err| SplitError::io(d, err))?;
+        }
+        let mut out = File::options().write(true).create_new(true).open(&to).map_err(|err| SplitError::io(&to, err))?;
+        // Never more than the header declares (what the limits judged).
+        let n = io::copy(&mut (&mut e).take(size.saturating_add(1)), &mut out).map_err(|err| bad(format!("{name}: {err}")))?;
+        if n > size {
+            return Err(bad(format!("entry {name:?} unpacks to more than the {size} bytes its header declares: {hint}")));
+        }
+        let mode = e.unix_mode().map_or(0o644, |m| m & 0o777);
+        drop(out);
+        crate::copy::set_perm(&to, mode | 0o400).map_err(|err| SplitError::io(&to, err))?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// A zip under construction: (name in the wheel, file on disk or bytes).
+#[derive(Default)]
+struct Entries(Vec<(String, Source)>);
+
+enum Source {
+    File(PathBuf),
+    Bytes(Vec<u8>, u32),
+}
+
+impl Entries {
+    fn add_tree(&mut self, root: &Path, under: &str, skip: &dyn Fn(&str) -> bool) {
+        for rel in super::tree_files(root, false).iter().map(|p| super::slash(p)) {
+            if !skip(&rel) {
+                let name = if under.is_empty() { rel.clone() } else { format!("{under}/{rel}") };
+                self.0.push((name, Source::File(root.join(&rel))));
+            }
+        }
+    }
+
+    /// Writes the wheel with a fresh RECORD at `dist_info/RECORD`.
+    fn write(mut self, path: &Path, dist_info: &str) -> Result<(), SplitError> {
+        use sha2::Digest;
+        let record_name = format!("{dist_info}/RECORD");
+        self.0.retain(|(n, _)| *n != record_name);
+        // Package files first, then dist-info, each sorted: pip and auditors
+        // expect the metadata at the end.
+        self.0.sort_by(|a, b| (a.0.starts_with(&format!("{dist_info}/")), &a.0).cmp(&(b.0.starts_with(&format!("{dist_info}/")), &b.0)));
+        let zerr = |e: zip::result::ZipError| SplitError::Archive(path.to_path_buf(), e.to_string());
+        let out = File::options().write(true).create_new(true).open(path).map_err(|e| SplitError::io(path, e))?;
+        let mut z = ZipWriter::new(io::BufWriter::new(out));
+        let mut record = String::new();
+        let mut buf = vec![0u8; 1 << 20];
+        for (name, src) in &self.0 {
+            let (mode, len, mut reader): (u32, u64, Box<dyn Read>) = match src {
+                Source::File(p) => {
+                    let f = File::open(p).map_err(|e| SplitError::io(p, e))?;
+                    let md = f.metadata().map_err(|e| SplitError::io(p, e))?;
+                    (perm_of(&md), md.len(), Box::new(f))
+                }
+                Source::Bytes(b, m) => (*m, b.len() as u64, Box::new(io::Cursor::new(b.clone()))),
+            };
+            let stored = name.ends_with(".kpack") && is_zstd_archive(src);
+            let opts = SimpleFileOptions::default()
+                .compression_method(if stored { CompressionMethod::Stored } else { CompressionMethod::Deflated })
+                .last_modified_time(DateTime::default())
+                .unix_permissions(mode)
+                .large_file(len >= u64::from(u32::MAX));
+            z.start_file(name.as_str(), opts).map_err(zerr)?;
+            let mut h = sha2::Sha256::new();
+            loop {
+                let n = reader.read(&mut buf).map_err(|e| SplitError::io(path, e))?;
+                if n == 0 {
+                    break;
+                }
+                h.update(&buf[..n]);
+                z.write_all(&buf[..n]).map_err(|e| SplitError::io(path, e))?;
+            }
+            record.push_str(&format!("{},sha256={},{len}\n", csv_field(name), b64url(&h.finalize())));
+        }
+        record.push_str(&format!("{},,\n", csv_field(&record_name)));
+        z.start_file(
+            record_name.as_str(),
+            SimpleFileOptions::default().compression_method(CompressionMethod::Deflated).last_modified_time(DateTime::default()).unix_permissions(0o644),
+        )
+        .map_err(zerr)?;
+        z.write_all(record.as_bytes()).map_err(|e| SplitError::io(path, e))?;
+        let w = z.finish().map_err(zerr)?;
+        // No fsync, as cp, tar and pip do not: the staging directory is
+        // what keeps a failed run from leaving partial output behind.
+        w.into_inner().map_err(|e| SplitError::io(path, e.into_error()))?;
+        Ok(())
+    }
+}
+
+fn is_zstd_archive(src: &Source) -> bool {
+    let Source::File(p) = src else { return false };
+    let Ok(f) = File::open(p) else { return false };
+    crate::formats::kpack::Archive::open(&f).is_ok_and(|a| a.toc.scheme_name() == crate::formats::kpack::SCHEME_ZSTD)
+}
+
+#[cfg(unix)]
+fn perm_of(md: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    md.permissions().mode() & 0o777
+}
+
+#[cfg(not(unix))]
+fn perm_of(_md: &std::fs::Metadata) -> u32 {
+    0o644
+}
+
+/// URL-safe base64 without padding (the RECORD hash encoding).
+pub(crate) fn b64url(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for c in data.chunks(3) {
+        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..=c.len() {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Inserts `extra` header lines at the end of METADATA's header block.
+fn add_headers(metadata: &str, extra: &[String]) -> String {
+    let (head, body) = match metadata.find("\n\n") {
+        Some(i) => (&metadata[..i + 1], &metadata[i + 1..]),
+        None => (metadata, ""),
+    };
+    let mut out = head.to_string();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    for l in extra {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out.push_str(body);
+    out
+}
+
+fn header(metadata: &str, key: &str) -> Option<String> {
+    metadata.lines().take_while(|l| !l.is_empty()).find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix(':')).map(|v| v.trim().to_string()))
+}
+
+/// Splits `wheel` into `output/` (host wheel under the input's name, one
+/// device wheel per processor), all or nothing.
+pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, limits: UnpackLimits, progress: &Progress) -> Result<WheelReport, SplitError> {
+    let file_name = wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let wn =
+        WheelName::parse(&file_name).ok_or_else(|| SplitError::Usage(format!("{file_name:?}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")))?;
+    if std::fs::metadata(output).is_ok_and(|m| !m.is_dir()) {
+        return Err(SplitError::Usage(format!("{}: exists and is not a directory", output.display())));
+    }
+    let host_path = output.join(&file_name);
+    if host_path.exists() {
+        return Err(SplitError::Usage(format!("{}: already exists", host_path.display())));
+    }
+    let staging = Staging::begin(output, "split-wheel").map_err(|e| SplitError::io(output, e))?;
+    let scratch = staging.path().join(".work");
+    let r = split_in(wheel, &wn, output, staging.path(), &scratch, base, limits, progress);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let r = r.map_err(|e| in_wheel_terms(e, &scratch.join("wheel"), wheel, staging.path(), output))?;
+    staging.commit(false).map_err(|e| SplitError::io(output, e))?;
+    Ok(r)
+}
+
+/// An error about the unpacked copy of the wheel, reworded to name the
+/// wheel's entry (`dist/x.whl:pkg/lib/libx.so`) instead of a path in the
+/// staging directory, which is gone by the time the user reads it.
+/// Other staging paths become OUTPUT.
+fn in_wheel_terms(e: SplitError, unpacked: &Path, wheel: &Path, stage: &Path, output: &Path) -> SplitError {
+    let prefix = unpacked.display().to_string();
+    let entry = |p: PathBuf| match (p.strip_prefix(unpacked), p.starts_with(stage)) {
+        (Ok(rel), _) => PathBuf::from(format!("{}:{}", wheel.display(), super::slash(rel))),
+        (_, true) => output.to_path_buf(),
+        _ => p,
+    };
+    let text = |m: String| m.replace(&format!("{prefix}/"), &format!("{}:", wheel.display())).replace(&prefix, &wheel.display().to_string());
+    match e {
+        SplitError::Usage(m) => SplitError::Usage(text(m)),
+        SplitError::NoMatch(m) => SplitError::NoMatch(text(m)),
+        SplitError::Io { path, err } => SplitError::Io { path: entry(path), err },
+        SplitError::Changed(p) => SplitError::Changed(entry(p)),
+        SplitError::Bundle(p, m) => SplitError::Bundle(entry(p), m),
+        SplitError::Archive(p, m) => SplitError::Archive(entry(p), m),
+        other => other,
+    }
+}
+
+/// Unpacks, checks and splits `wheel`, writing the wheels into `stage`
+/// (the paths reported are where they will be in `output`).
+#[allow(clippy::too_many_arguments)]
+fn split_in(
+    wheel: &Path,
+    wn: &WheelName,
+    output: &Path,
+    stage: &Path,
+    scratch: &Path,
+    base: &SplitConfig,
+    limits: UnpackLimits,
+    progress: &Progress,
+) -> Result<WheelReport, SplitError> {
+    let ex = scratch.join("wheel");
+    let names = extract(wheel, &ex, limits)?;
+    let dist_info = names
+        .iter()
+        .filter_map(|n| n.split('/').next().filter(|d| d.ends_with(".dist-info")))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    let [dist_info] = &dist_info[..] else {
+        return Err(SplitError::Usage(format!("{}: expected one .dist-info directory, found {}", wheel.display(), dist_info.len())));
+    };
+    super::record::check(&ex, &names, &format!("{dist_info}/RECORD")).map_err(|m| SplitError::Usage(format!("{}: {m}", wheel.display())))?;
+    let meta_path = ex.join(dist_info).join("METADATA");
+    let metadata = std::fs::read_to_string(&meta_path).map_err(|e| SplitError::io(&meta_path, e))?;
+    let name = header(&metadata, "Name").ok_or_else(|| SplitError::Usage(format!("{}: METADATA has no Name", wheel.display())))?;
+    let version = header(&metadata, "Version").unwrap_or_else(|| wn.version.clone());
+
+    // The overlay root: the one top-level directory with all device code.
+    let rules: &Rules = &base.rules;
+    let mut tops = BTreeSet::new();
+    for n in &names {
+        let p = ex.join(n);
+        let device = rules.classify(Path::new(n)).is_some() || File::open(&p).is_ok_and(|f| crate::formats::host::probe(&f));
+        if device {
+            tops.insert(if n.contains('/') { n.split('/').next().unwrap_or("").to_string() } else { String::new() });
+        }
+    }
+    let overlay = match tops.iter().collect::<Vec<_>>()[..] {
+        [t] if !t.is_empty() && !t.ends_with(".data") => t.clone(),
+        _ => String::new(),
+    };
+    let component = escape(&name).to_lowercase();
+    let cfg = SplitConfig { component: component.clone(), ..base.clone() };
+    let sp = scratch.join("split");
+    let report = split(&ex.join(&overlay), &sp, &cfg, progress).map_err(|e| match e {
+        SplitError::Occupied { rel, .. } => {
+            let entry = if overlay.is_empty() { super::slash(&rel) } else { format!("{overlay}/{}", super::slash(&rel)) };
+            SplitError::Usage(format!(
+                "{}: holds {entry}, a path split-wheel writes (an archive or the pack manifest): the wheel looks split already or carries stale archives; remove the entry, or split the fat original",
+                wheel.display()
+            ))
+        }
+        other => other,
+    })?;
+
+    // Host wheel: the wheel outside the overlay root as it was, the generic
+    // artifact inside it, METADATA with the device extras.
+    let devices: Vec<String> =
+        report.artifacts.iter().filter_map(|a| a.name.strip_prefix(&format!("{component}_"))).filter(|s| *s != "generic").map(str::to_string).collect();
+    let dev_name = |p: &str| format!("{name}-device-{p}");
+    let mut extra = Vec::new();
+    for p in &devices {
+        extra.push(format!("Provides-Extra: device-{p}"));
+        extra.push(format!("Requires-Dist: {}=={version}; extra == \"device-{p}\"", dev_name(p)));
+    }
+    if !devices.is_empty() {
+        extra.push("Provides-Extra: device-all".into());
+        for p in &devices {
+            extra.push(format!("Requires-Dist: {}=={version}; extra == \"device-all\"", dev_name(p)));
+        }
+    }
+    let mut host = Entries::default();
+    let in_overlay = |n: &str| !overlay.is_empty() && n.starts_with(&format!("{overlay}/"));
+    let meta_name = format!("{dist_info}/METADATA");
+    for n in &names {
+        if !overlay.is_empty() && !in_overlay(n) && *n != meta_name {
+            host.0.push((n.clone(), Source::File(ex.join(n))));
+        }
+    }
+    let generic = sp.join(format!("{component}_generic"));
+    host.add_tree(&generic, &overlay, &|rel| rel == ARTIFACT_MANIFEST || rel == meta_name);
+    let meta_mode = std::fs::metadata(&meta_path).map(|m| perm_of(&m)).unwrap_or(0o644);
+    host.0.push((meta_name.clone(), Source::Bytes(add_headers(&metadata, &extra).into_bytes(), meta_mode)));
+    let host_name = wheel.file_name().unwrap_or_default();
+    let mut out = WheelReport { host: output.join(host_name), devices: Vec::new(), split: report.clone() };
+
+    // Device wheels.
+    for p in &devices {
+        let dn = dev_name(p);
+        let esc = escape(&dn);
+        let di = format!("{esc}-{version}.dist-info");
+        let mut e = Entries::default();
+        e.add_tree(&sp.join(format!("{component}_{p}")), &overlay, &|rel| rel == ARTIFACT_MANIFEST);
+        let meta = format!(
+            "Metadata-Version: 2.1\nName: {dn}\nVersion: {version}\nSummary: {name}'s GPU code objects and database files for {p} (kpack archives)\nRequires-Dist: {name}=={version}\n"
+        );
+        e.0.push((format!("{di}/METADATA"), Source::Bytes(meta.into_bytes(), 0o644)));
+        let mut tags = String::new();
+        for plat in wn.platform.split('.') {
+            tags.push_str(&format!("Tag: py3-none-{plat}\n"));
+        }
+        let wheel_file = format!("Wheel-Version: 1.0\nGenerator: kpackfs {}\nRoot-Is-Purelib: false\n{tags}", env!("CARGO_PKG_VERSION"));
+        e.0.push((format!("{di}/WHEEL"), Source::Bytes(wheel_file.into_bytes(), 0o644)));
+        let name = format!("{esc}-{version}-py3-none-{}.whl", wn.platform);
+        let path = output.join(&name);
+        if path.exists() {
+            return Err(SplitError::Usage(format!("{}: already exists", path.display())));
+        }
+        e.write(&stage.join(&name), &di)?;
+        out.devices.push(path);
+    }
+    host.write(&stage.join(host_name), dist_info)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_encodings() {
+        let w = WheelName::parse("torch-2.9.0+rocm7.0-cp312-cp312-manylinux_2_28_x86_64.whl").unwrap();
+        assert_eq!((w.dist.as_str(), w.version.as_str(), w.platform.as_str()), ("torch", "2.9.0+rocm7.0", "manylinux_2_28_x86_64"));
+        assert_eq!(WheelName::parse("a-1-2-py3-none-any.whl").unwrap().build.as_deref(), Some("2"));
+        assert!(WheelName::parse("a-1-py3.whl").is_none() && WheelName::parse("a--1-py3-none-any.whl").is_none());
+        assert_eq!(escape("my-lib.x"), "my_lib_x");
+        // RFC 4648 §10 vectors, URL-safe alphabet, no padding.
+        assert_eq!(b64url(b"foob"), "Zm9vYg");
+        assert_eq!(b64url(b"fooba"), "Zm9vYmE");
+        assert_eq!(b64url(&[0xfb, 0xff]), "-_8");
+        let m = add_headers("Metadata-Version: 2.1\nName: x\n\nbody\n", &["Provides-Extra: a".into()]);
+        assert_eq!(m, "Metadata-Version: 2.1\nName: x\nProvides-Extra: a\n\nbody\n");
+        assert_eq!(header(&m, "Name").as_deref(), Some("x"));
+    }
+}
