@@ -13,76 +13,84 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::formats::bundle::{ccob, BundleError, CcobHeader};
 use crate::io::{read_exact_at, ReadAt};
 
-#[derive(Debug, Error)]
+/// Why a layout could not be read or edited. `Clone`, so one failure can
+/// be handed to every reader that waited for the same shared decode.
+#[derive(Debug, Error, Clone)]
 pub enum LayoutError {
     #[error("source read failed: {0}")]
-    Io(#[from] io::Error),
-    #[error("decoding a compressed bundle failed: {0}")]
-    Decode(#[from] BundleError),
-    /// A failure reported by another reader's decode of the same blob.
-    #[error("{0}")]
-    Shared(String),
+    Io(Arc<io::Error>),
+    /// The blob's decoder refused it (a corrupt or damaged encoding); the
+    /// decoder's own typed error is the source.
+    #[error("decoding the blob at {at:#x} failed: {source}")]
+    Decode {
+        at: u64,
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
+    /// A blob decoded to fewer bytes than its plan said.
+    #[error("the blob at {at:#x} decoded shorter than planned")]
+    ShortBlob { at: u64 },
+    /// The layout has a blob but the reader was given no decoder.
+    #[error("the blob at {at:#x} needs a decoder")]
+    NoDecoder { at: u64 },
     #[error("edit outside the layout: {off:#x}+{len:#x} > {total:#x}")]
     OutOfRange { off: u64, len: u64, total: u64 },
 }
 
-/// A compressed blob of the source whose decoded bytes some extents use.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct BlobRef {
-    /// Offset of the CCOB in the source file.
-    pub at: u64,
-    /// Its length including the header.
-    pub len: u64,
-    pub header: CcobHeader,
-}
-
-impl BlobRef {
-    pub fn decoded_len(&self) -> u64 {
-        self.header.uncompressed_size
+impl From<io::Error> for LayoutError {
+    fn from(e: io::Error) -> Self {
+        LayoutError::Io(Arc::new(e))
     }
 }
 
+impl LayoutError {
+    /// A decoder's failure, keeping its typed error.
+    pub fn decode(at: u64, e: impl std::error::Error + Send + Sync + 'static) -> LayoutError {
+        LayoutError::Decode { at, source: Arc::new(e) }
+    }
+
+    /// The decoder's error, if this is one of type `E`.
+    pub fn decode_error<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            LayoutError::Decode { source, .. } => source.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+}
+
+/// An encoded (compressed) blob of the source whose decoded bytes some
+/// extents use. The layout knows only where it is and how long it decodes
+/// to; `header` is the encoding's own header as stored, which only its
+/// decoder (a [`BlobStore`]) interprets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BlobRef {
+    /// Offset of the blob in the source file.
+    pub at: u64,
+    /// Its length including the header.
+    pub len: u64,
+    /// Its length decoded.
+    pub decoded_len: u64,
+    pub header: Arc<[u8]>,
+}
+
 /// Supplies ranges of decoded blobs — in practice one code object each
-/// (one extent of an archive layout). The view caches them in a shared LRU,
-/// so a sequentially read archive decodes each object once and the cache
-/// holds only objects the view serves, not whole multi-target bundles;
-/// tests use [`Uncached`].
+/// (one extent of an archive layout). The layout is given one; it never
+/// decodes itself. The view's caches decoded objects in a shared LRU, so a
+/// sequentially read archive decodes each object once; the bundle format
+/// offers plain decoders for tests and one-shot tools.
 pub trait BlobStore: Send + Sync {
     fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError>;
 }
 
-/// Decodes on every request, each time checking the whole CCOB against its
-/// header's hash (tests, one-shot tools).
-pub struct Uncached;
+/// For layouts read without decoding (headers being planned): a blob is
+/// an error, never zeros.
+pub struct NoBlobs;
 
-impl BlobStore for Uncached {
-    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
-        Ok(Arc::new(ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len)?))
-    }
-}
-
-/// Decodes on every request, checking each CCOB's hash on the first
-/// request for it and decoding later ones only up to their end (several
-/// objects of one bundle, windows of a large object). The verdicts are
-/// keyed by CCOB offset alone: use one `CheckedOnce` for one pass over one
-/// version of one source file (a compressed archive being written).
-#[derive(Default)]
-pub struct CheckedOnce {
-    checked: std::sync::Mutex<std::collections::HashSet<u64>>,
-}
-
-impl BlobStore for CheckedOnce {
-    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
-        let done = self.checked.lock().unwrap_or_else(|p| p.into_inner()).contains(&blob.at);
-        if done {
-            return Ok(Arc::new(ccob::decode_range_prechecked(src, blob.at, blob.len, &blob.header, offset, len)?));
-        }
-        let v = ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len)?;
-        self.checked.lock().unwrap_or_else(|p| p.into_inner()).insert(blob.at);
-        Ok(Arc::new(v))
+impl BlobStore for NoBlobs {
+    fn object(&self, _: &dyn ReadAt, blob: &BlobRef, _: u64, _: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+        Err(LayoutError::NoDecoder { at: blob.at })
     }
 }
 
@@ -261,7 +269,7 @@ impl Layout {
     pub fn read_vec(&self, off: u64, len: usize, src: &dyn ReadAt) -> Result<Vec<u8>, LayoutError> {
         self.check(off, len as u64)?;
         let mut v = vec![0u8; len];
-        self.read_at(off, &mut v, src, &Uncached)?;
+        self.read_at(off, &mut v, src, &NoBlobs)?;
         Ok(v)
     }
 
@@ -302,9 +310,7 @@ impl Layout {
                 Piece::Blob { blob, offset: bo } => {
                     let d = blobs.object(src, blob, *bo + win, win_end - win)?;
                     let s = (within - win) as usize;
-                    let slice = d
-                        .get(s..s + n)
-                        .ok_or_else(|| LayoutError::Decode(BundleError::Ccob { at: blob.at, what: "decoded blob shorter than planned".into() }))?;
+                    let slice = d.get(s..s + n).ok_or(LayoutError::ShortBlob { at: blob.at })?;
                     out.copy_from_slice(slice);
                 }
             }
@@ -403,15 +409,7 @@ mod tests {
     /// of memory per read, not its claim).
     #[test]
     fn large_blobs_are_read_in_windows() {
-        let header = CcobHeader {
-            version: 3,
-            method: crate::formats::bundle::ccob::CcobMethod::Zstd,
-            total_size: Some(100),
-            uncompressed_size: 3 * BLOB_WINDOW + 77,
-            hash: 0,
-            header_len: 32,
-        };
-        let blob = Arc::new(BlobRef { at: 0, len: 100, header });
+        let blob = Arc::new(BlobRef { at: 0, len: 100, decoded_len: 3 * BLOB_WINDOW + 77, header: Arc::from(&[][..]) });
         let mut l = Layout::new();
         l.push_bytes(vec![7u8; 10]);
         l.push_blob(blob, 5, 2 * BLOB_WINDOW + 50);
@@ -488,11 +486,11 @@ mod tests {
             let mut compacted = layout.clone();
             compacted.compact();
             for l in [&layout, &compacted] {
-                prop_assert_eq!(&l.materialize(&src, &Uncached).unwrap(), &model);
+                prop_assert_eq!(&l.materialize(&src, &NoBlobs).unwrap(), &model);
                 for (off, n) in &reads {
                     let off = if model.is_empty() { 0 } else { off % (model.len() as u64 + 5) };
                     let mut buf = vec![0xAAu8; *n];
-                    let got = l.read_at(off, &mut buf, &src, &Uncached).unwrap();
+                    let got = l.read_at(off, &mut buf, &src, &NoBlobs).unwrap();
                     let want: &[u8] = model.get(off as usize..).map(|s| &s[..s.len().min(*n)]).unwrap_or(&[]);
                     prop_assert_eq!(&buf[..got], want);
                 }
@@ -505,7 +503,7 @@ mod tests {
         let src = vec![1u8; 10];
         let l = Layout::passthrough(20);
         let mut buf = [0u8; 20];
-        assert!(l.read_at(0, &mut buf, &src, &Uncached).is_err());
+        assert!(l.read_at(0, &mut buf, &src, &NoBlobs).is_err());
         let mut l = Layout::new();
         l.push_zeros(4);
         assert!(l.write_at(2, &[1, 2, 3]).is_err());

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 
 use common::{assets, read};
 use kpackfs_core::formats::bundle;
+use kpackfs_core::formats::bundle::ccob::Uncached;
 use kpackfs_core::formats::elf::{self, Deviation, ElfFile};
 use kpackfs_core::formats::marker::Marker;
 use kpackfs_core::formats::target::Selection;
-use kpackfs_core::layout::Uncached;
 use kpackfs_core::view::{ArchiveNaming, NodeType, View, ViewConfig, ROOT_INO};
 use proptest::prelude::*;
 

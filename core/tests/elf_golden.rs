@@ -6,9 +6,9 @@
 mod common;
 
 use common::{read, vectors};
+use kpackfs_core::formats::bundle::ccob::Uncached;
 use kpackfs_core::formats::elf::{self, Deviation, ElfFile};
 use kpackfs_core::formats::marker::Marker;
-use kpackfs_core::layout::Uncached;
 
 fn transform(input: &[u8], search: &str, kernel_name: &str) -> (Vec<u8>, elf::ElfPlan) {
     let src = input.to_vec();

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{read, vectors};
+use kpackfs_core::formats::bundle::ccob::Uncached;
 use kpackfs_core::formats::host::{self, NotTransformed};
 use kpackfs_core::formats::marker::Marker;
 use kpackfs_core::formats::pe::{self, PeFile};
-use kpackfs_core::layout::Uncached;
 
 fn marker() -> Vec<u8> {
     Marker { search_paths: vec!["../.kpack/t_@GFXARCH@.kpack".into()], kernel_name: "bin/w.dll".into() }.encode()

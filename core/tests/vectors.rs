@@ -5,9 +5,9 @@
 mod common;
 
 use common::{assets, read, vectors, without_checksum};
+use kpackfs_core::formats::bundle::ccob::Uncached;
 use kpackfs_core::formats::bundle::{self, ccob, Chunk, ObjectLocation};
 use kpackfs_core::formats::kpack::{Archive, ArchiveSpec, BlobData, EntrySpec, Scheme};
-use kpackfs_core::layout::Uncached;
 
 fn expected(name: &str) -> Vec<u8> {
     read(assets().join("expected/golden").join(name))
@@ -80,6 +80,10 @@ fn ccob_headers_match_the_spec_table() {
         let skip_total = if version == 1 { 0..0 } else { 8..if version == 3 { 16 } else { 12 } };
         let strip = |b: &[u8]| -> Vec<u8> { b[..head_len].iter().enumerate().filter(|(i, _)| !skip_total.contains(i)).map(|(_, x)| *x).collect() };
         assert_eq!(strip(&again), strip(&data[..head_len]), "{f}: header fields");
+        // The header a layout carries for its decoder is the stored one,
+        // byte for byte (clang-offload-bundler wrote these).
+        assert_eq!(header.to_bytes(), &data[..head_len], "{f}: header as the layout carries it");
+        assert_eq!(ccob::blob_header(&ccob::blob_ref(0, *len, header)).unwrap(), *header, "{f}");
     }
 }
 

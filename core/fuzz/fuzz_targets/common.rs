@@ -1,5 +1,6 @@
 // Shared planner invariants (included by elf_plan.rs and pe_plan.rs).
-use kpackfs_core::layout::{Layout, Piece, Uncached};
+use kpackfs_core::formats::bundle::ccob::Uncached;
+use kpackfs_core::layout::{Layout, Piece};
 
 /// Checks a planned layout against its input: the served length is the sum
 /// of the extents (what `stat` reports), source extents lie inside the

@@ -483,7 +483,7 @@ impl DiskCache {
             Err(Err(e)) => return Err(self.write_failed(key, &e)),
         }
         self.failing.store(false, Ordering::Relaxed);
-        let d = self.lookup(key)?.ok_or_else(|| CacheError::Io("entry vanished after it was written".into()))?;
+        let d = self.lookup(key)?.ok_or_else(|| CacheError::Unavailable("entry vanished after it was written".into()))?;
         drop(lock);
         self.evict();
         Ok(d)

@@ -74,7 +74,7 @@ fn failed_fill_leaves_nothing() {
     let k = Key::of(&[b"k"]);
     let r = c.get_or_insert(&k, &mut |s| {
         s.write_all(b"partial")?;
-        Err(CacheError::Compute("source changed".into()))
+        Err(CacheError::compute(std::io::Error::other("source changed")))
     });
     assert!(matches!(r, Err(CacheError::Compute(_))));
     let names: Vec<_> = fs::read_dir(c.dir()).unwrap().flatten().map(|e| e.file_name()).collect();

@@ -25,7 +25,7 @@ pub use disk::{DiskCache, DiskCacheError, DiskStats};
 pub use memory::{ByteLru, CacheStats};
 
 /// The in-memory implementation: decoded values by key.
-pub type MemoryCache = ByteLru<Key, String>;
+pub type MemoryCache = ByteLru<Key, CacheError>;
 
 /// Identifies one cached value: a digest of everything its bytes depend
 /// on (source identity, path, selection, format version…). Two values with
@@ -75,11 +75,11 @@ pub type Fill<'a> = dyn FnMut(&mut dyn Sink) -> Result<(), CacheError> + 'a;
 #[derive(Debug, Error, Clone)]
 pub enum CacheError {
     /// The value could not be computed (its source is unreadable, changed,
-    /// or corrupt); the message is the computation's own.
+    /// or corrupt); the computation's own typed error.
     #[error("{0}")]
-    Compute(String),
+    Compute(Arc<dyn std::error::Error + Send + Sync>),
     #[error("cache I/O: {0}")]
-    Io(String),
+    Io(Arc<io::Error>),
     /// The disk cache cannot take this value now (its lock is held too
     /// long, or writing failed: a full disk); the caller computes it
     /// without the disk cache.
@@ -89,7 +89,22 @@ pub enum CacheError {
 
 impl From<io::Error> for CacheError {
     fn from(e: io::Error) -> Self {
-        CacheError::Io(e.to_string())
+        CacheError::Io(Arc::new(e))
+    }
+}
+
+impl CacheError {
+    /// A computation's failure, keeping its typed error.
+    pub fn compute(e: impl std::error::Error + Send + Sync + 'static) -> CacheError {
+        CacheError::Compute(Arc::new(e))
+    }
+
+    /// The computation's error, if it is of type `E`.
+    pub fn compute_error<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            CacheError::Compute(e) => e.downcast_ref::<E>(),
+            _ => None,
+        }
     }
 }
 
@@ -160,10 +175,10 @@ impl DataCache for MemoryCache {
     fn get_or_insert(&self, key: &Key, fill: &mut Fill<'_>) -> Result<Data, CacheError> {
         let v = self.get_or_load(key, || {
             let mut c = io::Cursor::new(Vec::new());
-            fill(&mut c).map_err(|e| e.to_string())?;
+            fill(&mut c)?;
             Ok(Arc::new(c.into_inner()))
         });
-        v.map(Data::Memory).map_err(CacheError::Compute)
+        v.map(Data::Memory)
     }
 }
 
@@ -197,7 +212,7 @@ mod tests {
         assert_eq!(d2.read_at(1, &mut b).unwrap(), 4);
         assert_eq!(&b[..4], b"ello");
         assert_eq!(calls, 1);
-        let e = c.get_or_insert(&Key::of(&[b"bad"]), &mut |_| Err(CacheError::Compute("boom".into())));
-        assert!(matches!(e, Err(CacheError::Compute(m)) if m == "boom"));
+        let e = c.get_or_insert(&Key::of(&[b"bad"]), &mut |_| Err(CacheError::compute(std::io::Error::other("boom"))));
+        assert!(matches!(e, Err(CacheError::Compute(m)) if m.to_string() == "boom"));
     }
 }

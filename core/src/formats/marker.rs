@@ -7,6 +7,7 @@
 
 use thiserror::Error;
 
+use crate::formats::kpack::{ArchiveName, KPACK_DIR};
 use crate::formats::msgpack::{self, Value};
 
 /// The runtime reads at most this much from the marker pointer.
@@ -34,7 +35,10 @@ impl Marker {
     /// The splitter's convention: archives of `group` in a `.kpack/`
     /// directory `depth` levels above the binary's directory.
     pub fn for_group(group: &str, depth: usize, kernel_name: &str) -> Marker {
-        Marker { search_paths: vec![format!("{}.kpack/{group}_@GFXARCH@.kpack", "../".repeat(depth))], kernel_name: kernel_name.to_string() }
+        Marker {
+            search_paths: vec![format!("{}{KPACK_DIR}/{}", "../".repeat(depth), ArchiveName::search_pattern(group))],
+            kernel_name: kernel_name.to_string(),
+        }
     }
 
     pub fn encode(&self) -> Vec<u8> {

@@ -12,11 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::formats::bundle::ObjectLocation;
-use crate::formats::kpack::{ArchiveSpec, BlobData};
+use crate::formats::kpack::{ArchiveName, ArchiveSpec, BlobData};
 use crate::formats::msgpack::Value;
 use crate::formats::target::{Selection, TargetId};
-use crate::layout::BlobRef;
-use crate::view::{ArchiveCompression, ArchiveNaming, FatBinary};
+use crate::plan::fat::{ArchiveCompression, ArchiveNaming, FatBinary};
 
 use super::scan::{Entry, EntryKind, FileClass, Input};
 
@@ -118,7 +117,7 @@ pub fn plan(
             ArchiveCompression::Zstd => true,
             ArchiveCompression::Auto => decodes,
         };
-        let name = format!("{component}_{file_target}.kpack");
+        let name = ArchiveName::new(component, file_target.as_str()).to_string();
         out.push(PlannedArchive { artifact, name, spec, sources, entries: entries_n, compressed });
     }
     out
@@ -130,7 +129,7 @@ fn blob_of(loc: &ObjectLocation) -> BlobData {
     match loc {
         ObjectLocation::Range { offset, len } => BlobData::Source { offset: *offset, len: *len },
         ObjectLocation::InCcob { ccob_at, ccob_len, header, offset, len } => {
-            BlobData::Decoded { blob: std::sync::Arc::new(BlobRef { at: *ccob_at, len: *ccob_len, header: header.clone() }), offset: *offset, len: *len }
+            BlobData::Decoded { blob: std::sync::Arc::new(crate::formats::bundle::ccob::blob_ref(*ccob_at, *ccob_len, header)), offset: *offset, len: *len }
         }
     }
 }

@@ -32,9 +32,9 @@ use thiserror::Error;
 
 use crate::formats::target::{Selection, TargetId};
 use crate::plan::db::{DbArch, Rules};
+use crate::plan::fat::{ArchiveCompression, ArchiveNaming};
 use crate::source::{SourceTree, Time};
 use crate::staging::Staging;
-use crate::view::{ArchiveCompression, ArchiveNaming};
 
 use manifest::{sha256_file, write_artifact_manifest, KpmFile, PackManifest};
 use scan::{EntryKind, FileClass, Input};
@@ -311,7 +311,7 @@ fn write_all(
     // binary: prefixes are overlaid into one install root, where every
     // binary's `../`-relative search path meets them.
     let archive_prefix = entries.iter().find(|e| matches!(e.kind, EntryKind::File(FileClass::Fat(..)))).map_or(0, |e| e.prefix);
-    let kpack_rel = in_prefix(archive_prefix, Path::new(crate::view::KPACK_DIR));
+    let kpack_rel = in_prefix(archive_prefix, Path::new(crate::formats::kpack::KPACK_DIR));
     let paths: Vec<PathBuf> = planned.iter().map(|a| art_dir(&format!("{c}_{}", a.artifact)).join(&kpack_rel).join(&a.name)).collect();
     // An input file at a path split writes (an archive, the pack
     // manifest) would ship twice: the stale one in generic, the new one in
@@ -453,7 +453,7 @@ fn finish_times(staging: &Path, input_root: &Path, newest: Time) -> Result<(), S
             let r = rel.join(e.file_name());
             if ft.is_dir() {
                 stack.push((e.path(), r));
-            } else if ft.is_file() && (e.file_name() == manifest::ARTIFACT_MANIFEST || rel.file_name().is_some_and(|n| n == crate::view::KPACK_DIR)) {
+            } else if ft.is_file() && (e.file_name() == manifest::ARTIFACT_MANIFEST || rel.file_name().is_some_and(|n| n == crate::formats::kpack::KPACK_DIR)) {
                 let f = std::fs::File::options().write(true).open(e.path()).map_err(|err| SplitError::io(&e.path(), err))?;
                 let _ = f.set_times(std::fs::FileTimes::new().set_accessed(t).set_modified(t));
             }

@@ -152,7 +152,7 @@ fn find_artifacts(shards: &Path) -> Result<(usize, Vec<Art>), SplitError> {
 }
 
 fn is_kpm(rel: &Path) -> bool {
-    rel.extension().is_some_and(|e| e == "kpm") && rel.parent().and_then(Path::file_name).is_some_and(|n| n == crate::view::KPACK_DIR)
+    rel.extension().is_some_and(|e| e == "kpm") && rel.parent().and_then(Path::file_name).is_some_and(|n| n == crate::formats::kpack::KPACK_DIR)
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

@@ -56,7 +56,7 @@ fn digest(path: &Path, algo: &str) -> Option<std::io::Result<String>> {
         loop {
             let n = f.read(&mut buf)?;
             if n == 0 {
-                return Ok(super::wheel::b64url(&h.finalize()));
+                return Ok(b64url(&h.finalize()));
             }
             h.update(&buf[..n]);
         }
@@ -112,6 +112,12 @@ pub(crate) fn check(dir: &Path, names: &[String], record: &str) -> Result<(), St
         return Err(format!("{n}: in the wheel but not in its RECORD"));
     }
     Ok(())
+}
+
+/// URL-safe base64 without padding (the RECORD hash encoding).
+pub(crate) fn b64url(data: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(data)
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use crate::formats::host::NotTransformed;
 use crate::formats::marker::Marker;
 use crate::plan::db::{DbArch, Rules};
+use crate::plan::fat::{FatBinary, Objects};
 use crate::source::{SourceKind, SourceStat, SourceTree};
-use crate::view::{FatBinary, Objects};
 
 use super::manifest::{read_artifact_manifest, ARTIFACT_MANIFEST};
 use super::SplitError;

@@ -152,7 +152,7 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
     }
     // Pack manifests.
     for (rel, pl) in &tree {
-        if rel.ends_with(".kpm") && rel.rsplit('/').nth(1) == Some(crate::view::KPACK_DIR) {
+        if rel.ends_with(".kpm") && rel.rsplit('/').nth(1) == Some(crate::formats::kpack::KPACK_DIR) {
             match std::fs::read(&pl.real).map_err(|e| e.to_string()).and_then(|b| PackManifest::decode(&b)) {
                 Ok(m) => kpms.push((rel.clone(), m)),
                 Err(e) => r.problem("manifest", rel.clone(), format!("pack manifest unreadable: {e}")),
@@ -173,7 +173,7 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
     let mut homes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut placed: Vec<(String, String, String, String)> = Vec::new();
     for (rel, pl) in &tree {
-        if !rel.ends_with(".kpack") || rel.rsplit('/').nth(1) != Some(crate::view::KPACK_DIR) {
+        if !rel.ends_with(".kpack") || rel.rsplit('/').nth(1) != Some(crate::formats::kpack::KPACK_DIR) {
             continue;
         }
         r.archives += 1;
@@ -231,7 +231,7 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
     // Database files in their own artifacts; host binaries converted.
     let mut binaries = Vec::new();
     for (rel, pl) in &tree {
-        if rel.rsplit('/').nth(1) == Some(crate::view::KPACK_DIR) {
+        if rel.rsplit('/').nth(1) == Some(crate::formats::kpack::KPACK_DIR) {
             continue;
         }
         if let Some(a) = rules.classify(Path::new(rel)) {

@@ -37,7 +37,7 @@ use crate::plan::db::Rules;
 use crate::staging::Staging;
 
 use super::manifest::ARTIFACT_MANIFEST;
-use super::record::csv_field;
+use super::record::{b64url, csv_field};
 use super::{split, Progress, SplitConfig, SplitError, SplitReport};
 
 /// `{dist}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
@@ -255,19 +255,6 @@ fn perm_of(md: &std::fs::Metadata) -> u32 {
 #[cfg(not(unix))]
 fn perm_of(_md: &std::fs::Metadata) -> u32 {
     0o644
-}
-
-/// URL-safe base64 without padding (the RECORD hash encoding).
-pub(crate) fn b64url(data: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..=c.len() {
-            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
 }
 
 /// Inserts `extra` header lines at the end of METADATA's header block.

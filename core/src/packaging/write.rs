@@ -16,12 +16,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::copy::{copy_range, write_all_at, write_layout};
+use crate::formats::bundle::ccob::Uncached;
 use crate::formats::bundle::{ccob, ObjectLocation};
 use crate::formats::kpack::compress_frame;
 use crate::io::read_vec_at;
-use crate::layout::Uncached;
+use crate::plan::fat::ZSTD_LEVEL;
 use crate::source::{SourceStat, SourceTree};
-use crate::view::ZSTD_LEVEL;
 
 use super::archives::PlannedArchive;
 use super::scan::{Entry, EntryKind, FileClass};

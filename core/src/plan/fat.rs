@@ -289,7 +289,7 @@ impl FatBinary {
 
     /// Archive file name for a file target string.
     pub fn archive_name(&self, file_target: &str) -> String {
-        format!("{}_{}.kpack", self.group, file_target)
+        crate::formats::kpack::ArchiveName::new(self.group.as_str(), file_target).to_string()
     }
 
     fn plan_archives(&self, a: &Objects, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> BTreeMap<String, Arc<ArchivePlan>> {
@@ -359,8 +359,7 @@ impl FatBinary {
                     spec.blobs.push(match &o.location {
                         ObjectLocation::Range { offset, len } => BlobData::Source { offset: *offset, len: *len },
                         ObjectLocation::InCcob { ccob_at, ccob_len, header, offset, len } => {
-                            let blob =
-                                blobs.entry(*ccob_at).or_insert_with(|| Arc::new(BlobRef { at: *ccob_at, len: *ccob_len, header: header.clone() })).clone();
+                            let blob = blobs.entry(*ccob_at).or_insert_with(|| Arc::new(bundle::ccob::blob_ref(*ccob_at, *ccob_len, header))).clone();
                             BlobData::Decoded { blob, offset: *offset, len: *len }
                         }
                     });

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use crate::formats::bundle::{self, BundleError, CodeObject};
 use crate::formats::host::{self, Host};
+use crate::formats::kpack::ArchiveName;
 use crate::io::ReadAt;
 use crate::plan::db::Rules;
 use crate::source::{SourceKind, SourceTree};
-use crate::view::archive_name_target;
 
 /// Per-target totals.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -122,7 +122,7 @@ fn walk(root: &Path, rules: &Rules, objects: &mut Objects<'_>, done: &mut dyn Fn
                 SourceKind::Dir => stack.push(rel),
                 SourceKind::File => {
                     if rel.parent().and_then(Path::file_name).is_some_and(|n| n == ".kpack") {
-                        if let Some(t) = archive_name_target(&name.to_string_lossy()) {
+                        if let Some(t) = ArchiveName::parse(&name.to_string_lossy()).and_then(|a| a.target()) {
                             report.targets.entry(t.to_string()).or_default().archives += 1;
                             continue;
                         }

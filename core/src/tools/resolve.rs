@@ -22,7 +22,7 @@ use crate::formats::marker::{Marker, MAX_MARKER};
 use crate::formats::target::{compatible_targets, device_arch_list, TargetId};
 use crate::formats::wrapper::WrapperKind;
 use crate::io::{read_vec_at, ReadAt};
-use crate::view::FatBinary;
+use crate::plan::fat::FatBinary;
 
 /// Which loader's selection rule to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,9 +32,9 @@ use dashmap::DashMap;
 use md5::{Digest, Md5};
 
 use crate::data_cache::{CacheError, Data, DataCache, DiskCache, Key, MemoryCache, Sink};
+use crate::formats::bundle::ccob::CheckedOnce;
 use crate::formats::host::HostPlan;
 use crate::io::ReadAt;
-use crate::layout::CheckedOnce;
 use crate::source::SourceId;
 
 use super::open::OpenFile;
@@ -204,7 +204,7 @@ impl Caches {
     /// source controls what is served anyway).
     pub fn content_id(&self, fb: &FatBinary, scope: Scope, src: &dyn Fn() -> Result<File>) -> Result<[u8; 16]> {
         let c = self.content_id_within(fb, scope, src, u64::MAX)?;
-        c.ok_or_else(|| Error::Cache("content identity not computed".into()))
+        c.ok_or_else(|| Error::Cache(CacheError::Unavailable("content identity not computed".into())))
     }
 
     /// [`Self::content_id`] if it costs no more than reading the bundle
@@ -259,9 +259,9 @@ impl Caches {
     /// instead: the reader gets its bytes either way.
     pub fn compressed(&self, key: &Key, ap: &ArchivePlan, src: &dyn Fn() -> Result<File>) -> Result<Data> {
         let mut fill = |sink: &mut dyn Sink| {
-            let file = src().map_err(|e| CacheError::Compute(e.to_string()))?;
+            let file = src().map_err(CacheError::compute)?;
             log::debug!("{}: compressing {} code objects", ap.name, ap.spec.blobs.len());
-            ap.spec.write_zstd(&file, &CheckedOnce::default(), ZSTD_LEVEL, sink).map_err(|e| CacheError::Compute(e.to_string()))?;
+            ap.spec.write_zstd(&file, &CheckedOnce::default(), ZSTD_LEVEL, sink).map_err(CacheError::compute)?;
             Ok(())
         };
         if self.disk.is_some() {
@@ -271,13 +271,19 @@ impl Caches {
             }
         }
         let d = match self.store().get_or_insert(key, &mut fill) {
-            Err(CacheError::Unavailable(why) | CacheError::Io(why)) if self.disk.is_some() => {
+            Err(why @ (CacheError::Unavailable(_) | CacheError::Io(_))) if self.disk.is_some() => {
                 log::debug!("{}: computed in memory: {why}", ap.name);
                 self.memory.get_or_insert(key, &mut fill)
             }
             r => r,
         };
-        d.map_err(|e| Error::Cache(e.to_string()))
+        // The computation's own error (the source changed, a damaged
+        // bundle) comes back as itself.
+        d.map_err(|e| match e.compute_error::<Error>() {
+            Some(Error::Changed(what)) => Error::Changed(what.clone()),
+            Some(Error::Layout(l)) => Error::Layout(l.clone()),
+            _ => Error::Cache(e),
+        })
     }
 
     /// For a freshly opened synthesized file: attaches its complete local
@@ -333,7 +339,7 @@ impl Copies {
                 let r = disk.get_or_insert(&key, &mut |sink: &mut dyn Sink| {
                     of.write_to_sink(sink).map(|_| ()).map_err(|e| {
                         reported = e.already_reported();
-                        CacheError::Compute(e.to_string())
+                        CacheError::compute(e)
                     })
                 });
                 match r {

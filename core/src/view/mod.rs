@@ -35,7 +35,7 @@ pub use open::OpenFile;
 pub use types::{Attr, DirEntry, DiskSnapshot, Error, NodeType, Origin, Result, Stats, StatsSnapshot, ViewConfig};
 
 use crate::data_cache::DiskCache;
-use crate::formats::target::TargetId;
+use crate::formats::kpack::ArchiveName;
 use crate::layout::Layout;
 use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree};
 
@@ -46,8 +46,7 @@ use plan::Analysis;
 
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
-/// Name of the archive directory next to fat binaries.
-pub const KPACK_DIR: &str = ".kpack";
+pub use crate::formats::kpack::KPACK_DIR;
 
 #[derive(Debug, Clone)]
 enum Node {
@@ -120,15 +119,6 @@ fn rel_str(p: &Path) -> String {
     } else {
         s.replace(std::path::MAIN_SEPARATOR, "/")
     }
-}
-
-/// Target encoded in an existing archive's name (`<group>_<target>.kpack`,
-/// with `_` standing in for `:` in portable names).
-pub fn archive_name_target(name: &str) -> Option<TargetId> {
-    let stem = name.strip_suffix(".kpack")?;
-    let mut idx: Vec<usize> = stem.match_indices('_').map(|(i, _)| i).collect();
-    idx.reverse();
-    idx.into_iter().find_map(|i| TargetId::parse(&stem[i + 1..].replace('_', ":")).ok())
 }
 
 impl View {
@@ -230,7 +220,7 @@ impl View {
         let name = rel.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
         let in_kpack_dir = rel.parent().and_then(Path::file_name) == Some(OsStr::new(KPACK_DIR));
         if in_kpack_dir {
-            if let Some(t) = archive_name_target(&name) {
+            if let Some(t) = ArchiveName::parse(&name).and_then(|a| a.target()) {
                 return !self.cfg.selection.selects(&t);
             }
         }
@@ -639,7 +629,8 @@ impl View {
     /// small folios, which caps warm reads of files the daemon serves
     /// itself. `policy` says which files get copies.
     pub fn with_disk_cache(mut self, disk: Arc<DiskCache>, policy: CopyPolicy) -> Result<View> {
-        let caches = Arc::get_mut(&mut self.caches).ok_or_else(|| Error::Cache("a cache directory must be set before views share the caches".into()))?;
+        let caches = Arc::get_mut(&mut self.caches)
+            .ok_or_else(|| Error::Cache(crate::data_cache::CacheError::Unavailable("a cache directory must be set before views share the caches".into())))?;
         caches.with_disk(disk, policy)?;
         Ok(self)
     }

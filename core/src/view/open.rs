@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::copy;
-use crate::data_cache::{Data, Key, MemoryCache, Sink};
-use crate::formats::bundle::{ccob, BundleError};
+use crate::data_cache::{CacheError, Data, Key, MemoryCache, Sink};
+use crate::formats::bundle::ccob::{self, CcobHeader};
+use crate::formats::bundle::BundleError;
 use crate::io::ReadAt;
 use crate::layout::{BlobRef, BlobStore, Layout, LayoutError};
 use crate::source::{self, SourceId, SourceStat};
@@ -113,14 +114,10 @@ struct Blobs<'a> {
 impl Blobs<'_> {
     /// The remembered verdict on `blob`: `Some(Ok)` checked and sound,
     /// `Some(Err)` damaged, `None` not checked (or forgotten).
-    fn verdict(&self, blob: &BlobRef) -> Option<std::result::Result<(), LayoutError>> {
+    fn verdict(&self, blob: &BlobRef, h: &CcobHeader) -> Option<std::result::Result<(), LayoutError>> {
         let v = self.cache.peek(&check_key(&self.id, blob.at))?;
         let computed = u64::from_le_bytes(v.get(..8)?.try_into().ok()?);
-        Some(if computed == blob.header.hash {
-            Ok(())
-        } else {
-            Err(LayoutError::Decode(BundleError::HashMismatch { at: blob.at, stored: blob.header.hash, computed }))
-        })
+        Some(if computed == h.hash { Ok(()) } else { Err(LayoutError::decode(blob.at, BundleError::HashMismatch { at: blob.at, stored: h.hash, computed })) })
     }
 
     fn remember(&self, blob: &BlobRef, computed: u64) {
@@ -130,40 +127,42 @@ impl Blobs<'_> {
 
 impl BlobStore for Blobs<'_> {
     fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> std::result::Result<Arc<Vec<u8>>, LayoutError> {
-        let checked = match self.verdict(blob) {
+        let h = ccob::blob_header(blob).map_err(|e| LayoutError::decode(blob.at, e))?;
+        let checked = match self.verdict(blob, &h) {
             Some(Err(e)) => return Err(e),
             Some(Ok(())) => true,
             None => false,
         };
+        // Every reader gets the typed error, also those that waited for
+        // another's decode (the cache hands the one result to all).
         let r = self.cache.get_or_load_tagged(&object_key(&self.id, blob.at, offset, len), version_tag(&self.id), || {
             let r = self.slots.run(|| {
                 if checked {
-                    ccob::decode_range_prechecked(src, blob.at, blob.len, &blob.header, offset, len)
+                    ccob::decode_range_prechecked(src, blob.at, blob.len, &h, offset, len)
                 } else {
-                    ccob::decode_range(src, blob.at, blob.len, &blob.header, offset, len)
+                    ccob::decode_range(src, blob.at, blob.len, &h, offset, len)
                 }
             });
             match r {
                 Ok(v) => {
                     if !checked {
-                        self.remember(blob, blob.header.hash);
+                        self.remember(blob, h.hash);
                     }
                     Ok(Arc::new(v))
                 }
+                Err(BundleError::Io(e)) => Err(CacheError::compute(LayoutError::from(e))),
                 Err(e) => {
                     if let BundleError::HashMismatch { computed, .. } = e {
                         log::warn!("{}: {e} (reads of its code objects fail with EIO)", self.path.display());
                         self.remember(blob, computed);
                     }
-                    Err(e.to_string())
+                    Err(CacheError::compute(LayoutError::decode(blob.at, e)))
                 }
             }
         });
-        // Every reader of a damaged CCOB gets the typed error, also those
-        // that waited for another's decode.
-        r.map_err(|e| match self.verdict(blob) {
-            Some(Err(typed)) => typed,
-            _ => LayoutError::Shared(e),
+        r.map_err(|e| match e.compute_error::<LayoutError>() {
+            Some(typed) => typed.clone(),
+            None => LayoutError::Decode { at: blob.at, source: Arc::new(e) },
         })
     }
 }

@@ -10,6 +10,8 @@ use std::sync::{Arc, OnceLock};
 use crate::formats::host::{self, NotTransformed};
 use crate::source::{SourceKind, SourceStat};
 
+use crate::formats::kpack::ArchiveName;
+
 use super::cached::{Caches, Scope};
 use super::{rel_str, Error, Node, Result, View, KPACK_DIR};
 use crate::plan::fat::{self, ArchiveCompression, FatBinary};
@@ -193,8 +195,8 @@ impl View {
     /// `from_cache`, a compressed archive the disk cache holds is answered
     /// from the cache's metadata alone (see [`Caches::cached_archive_len`]).
     pub(super) fn synth_archive(&self, bin_dir: &Path, name: &str, from_cache: bool) -> Result<Option<Node>> {
-        let Some((group, _)) = name.strip_suffix(".kpack").and_then(|s| s.rsplit_once('_')) else { return Ok(None) };
-        let bin = bin_dir.join(group);
+        let Some(ArchiveName { group, .. }) = ArchiveName::parse(name) else { return Ok(None) };
+        let bin = bin_dir.join(&group);
         // A binary replaced between its stat and its planning is looked at
         // again (as `open` does), rather than failing the lookup.
         for _ in 0..3 {

@@ -49,7 +49,7 @@ pub enum Error {
     Layout(#[from] LayoutError),
     /// A cached value (a compressed archive) could not be made or read.
     #[error("{0}")]
-    Cache(String),
+    Cache(#[from] crate::data_cache::CacheError),
 }
 
 impl Error {
@@ -57,7 +57,7 @@ impl Error {
     /// (a damaged compressed bundle: one warning, then EIO for every read),
     /// so an adapter need not warn again on each read.
     pub fn already_reported(&self) -> bool {
-        matches!(self, Error::Layout(LayoutError::Decode(crate::formats::bundle::BundleError::HashMismatch { .. })))
+        matches!(self, Error::Layout(e) if matches!(e.decode_error(), Some(crate::formats::bundle::BundleError::HashMismatch { .. })))
     }
 
     /// The errno to report for this error.

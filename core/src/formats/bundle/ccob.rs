@@ -20,8 +20,11 @@ use std::io::{self, BufRead, Read};
 
 use md5::{Digest, Md5};
 
+use std::sync::Arc;
+
 use super::{parse_bundle, scan_fatbin, Bundle, BundleError, Chunk};
 use crate::io::{read_exact_at, LeBytes, ReadAt};
+use crate::layout::{BlobRef, BlobStore, LayoutError};
 
 /// Decoded size cap: far above any real bundle, well below "allocate the
 /// machine". Claims above it are rejected before any decoding.
@@ -32,8 +35,8 @@ const MAX_RATIO: u64 = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CcobMethod {
-    Zlib,
-    Zstd,
+    Zlib = 0,
+    Zstd = 1,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -82,6 +85,82 @@ pub fn parse_header(b: &[u8], at: u64) -> Result<CcobHeader, BundleError> {
         return Err(err(at, format!("claims {uncompressed_size} decoded bytes")));
     }
     Ok(CcobHeader { version, method, total_size, uncompressed_size, hash, header_len })
+}
+
+impl CcobHeader {
+    /// The header as stored: what [`parse_header`] reads back.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.header_len as usize);
+        out.extend_from_slice(super::CCOB_MAGIC);
+        out.extend_from_slice(&self.version.to_le_bytes());
+        out.extend_from_slice(&(self.method as u16).to_le_bytes());
+        let total = self.total_size.unwrap_or(0);
+        match self.version {
+            1 => out.extend_from_slice(&(self.uncompressed_size as u32).to_le_bytes()),
+            2 => {
+                out.extend_from_slice(&(total as u32).to_le_bytes());
+                out.extend_from_slice(&(self.uncompressed_size as u32).to_le_bytes());
+            }
+            _ => {
+                out.extend_from_slice(&total.to_le_bytes());
+                out.extend_from_slice(&self.uncompressed_size.to_le_bytes());
+            }
+        }
+        out.extend_from_slice(&self.hash.to_le_bytes());
+        out
+    }
+}
+
+/// The layout's handle on the CCOB at `at` (`len` bytes): where it is, how
+/// long it decodes to, and its header, which only the decoders here read.
+pub fn blob_ref(at: u64, len: u64, h: &CcobHeader) -> BlobRef {
+    BlobRef { at, len, decoded_len: h.uncompressed_size, header: h.to_bytes().into() }
+}
+
+/// The header of a blob made by [`blob_ref`].
+pub fn blob_header(blob: &BlobRef) -> Result<CcobHeader, BundleError> {
+    parse_header(&blob.header, blob.at)
+}
+
+fn layout_err(at: u64) -> impl Fn(BundleError) -> LayoutError {
+    move |e| match e {
+        BundleError::Io(e) => LayoutError::from(e),
+        e => LayoutError::decode(at, e),
+    }
+}
+
+/// Decodes on every request, each time checking the whole CCOB against its
+/// header's hash (tests, one-shot tools).
+pub struct Uncached;
+
+impl BlobStore for Uncached {
+    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+        let h = blob_header(blob).map_err(layout_err(blob.at))?;
+        Ok(Arc::new(decode_range(src, blob.at, blob.len, &h, offset, len).map_err(layout_err(blob.at))?))
+    }
+}
+
+/// Decodes on every request, checking each CCOB's hash on the first
+/// request for it and decoding later ones only up to their end (several
+/// objects of one bundle, windows of a large object). The verdicts are
+/// keyed by CCOB offset alone: use one `CheckedOnce` for one pass over one
+/// version of one source file (a compressed archive being written).
+#[derive(Default)]
+pub struct CheckedOnce {
+    checked: std::sync::Mutex<std::collections::HashSet<u64>>,
+}
+
+impl BlobStore for CheckedOnce {
+    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+        let h = blob_header(blob).map_err(layout_err(blob.at))?;
+        let done = self.checked.lock().unwrap_or_else(|p| p.into_inner()).contains(&blob.at);
+        if done {
+            return Ok(Arc::new(decode_range_prechecked(src, blob.at, blob.len, &h, offset, len).map_err(layout_err(blob.at))?));
+        }
+        let v = decode_range(src, blob.at, blob.len, &h, offset, len).map_err(layout_err(blob.at))?;
+        self.checked.lock().unwrap_or_else(|p| p.into_inner()).insert(blob.at);
+        Ok(Arc::new(v))
+    }
 }
 
 /// Parses the CCOB at `at` and returns its header and full length. For v1,

@@ -1,13 +1,13 @@
 //! ELF's implementation of the host-binary interface
-//! ([`HostFile`](crate::formats::host::types::HostFile)).
+//! ([`HostFile`](crate::formats::traits::HostFile)).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io;
 
 use crate::formats::bundle::describe_fatbin;
-use crate::formats::host::types::{HostError, HostFile, HostFormat, HostPlan, NotTransformed, RawWrapper, WrapperRef};
 use crate::formats::marker::{Marker, MAX_MARKER};
+use crate::formats::traits::{HostError, HostFile, HostFormat, HostPlan, NotTransformed, RawWrapper, WrapperRef};
 use crate::formats::wrapper::{Wrapper, WrapperKind, WRAPPER_SIZE};
 use crate::io::{read_exact_at, read_vec_at, ReadAt};
 

@@ -7,11 +7,13 @@
 //! `zstd-per-kernel` writer and the reader exist for packagers, for
 //! `kpackfs resolve`, and for compatibility tests against upstream vectors.
 
+mod name;
 mod read;
 mod write;
 
 use thiserror::Error;
 
+pub use name::{ArchiveName, ARCH_PLACEHOLDER, KPACK_DIR, SUFFIX};
 pub use read::{Archive, FrameTable};
 pub use write::{compress_frame, encode_toc, ArchiveSpec, BlobData, EntrySpec};
 

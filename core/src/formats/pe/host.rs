@@ -1,11 +1,11 @@
 //! PE's implementation of the host-binary interface
-//! ([`HostFile`](crate::formats::host::types::HostFile)).
+//! ([`HostFile`](crate::formats::traits::HostFile)).
 
 use std::fmt::Write as _;
 use std::io;
 
 use crate::formats::bundle::describe_fatbin;
-use crate::formats::host::types::{HostError, HostFile, HostFormat, HostPlan, NotTransformed, RawWrapper};
+use crate::formats::traits::{HostError, HostFile, HostFormat, HostPlan, NotTransformed, RawWrapper};
 use crate::io::{read_vec_at, ReadAt};
 
 use super::{plan, CoffError, PeFile, MARKER_SECTION};

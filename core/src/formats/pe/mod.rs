@@ -28,7 +28,7 @@ use object::pod;
 use object::LittleEndian as LE;
 use thiserror::Error;
 
-use crate::formats::host::types::{HostFormat, HostPlan, WrapperRef};
+use crate::formats::traits::{HostFormat, HostPlan, WrapperRef};
 use crate::formats::wrapper::{Wrapper, WrapperKind, MAGIC_HIPK, WRAPPER_SIZE};
 use crate::io::{read_exact_at, read_vec_at, LeBytes, ReadAt};
 use crate::layout::{Layout, LayoutError};

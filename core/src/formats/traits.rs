@@ -1,5 +1,5 @@
 //! The one interface both host formats implement, and the plain data it
-//! speaks in. A leaf module: `elf/` and `coff/` depend on it (and on the
+//! speaks in. A leaf module: `elf/` and `pe/` depend on it (and on the
 //! format-independent modules below them), never on the facade, `inspect`
 //! or `resolve`, which in turn reach the formats only through it.
 

@@ -1,10 +1,8 @@
-//! Host binaries of either format (ELF, PE/COFF) behind one interface
-//! ([`HostFile`], implemented in `elf/` and `coff/`): this facade picks the
+//! Host binaries of either format (ELF, PE) behind one interface
+//! ([`HostFile`], implemented in `elf/` and `pe/`): this facade picks the
 //! format by magic, once, and everything else in the engine — the view,
 //! `split`, `verify`, `inspect`, `resolve`, `archs` — asks it, never a
 //! format module directly.
-
-pub mod types;
 
 use std::io;
 
@@ -12,7 +10,7 @@ use crate::formats::elf::ElfFile;
 use crate::formats::pe::PeFile;
 use crate::io::{is_transient, read_exact_at, ReadAt};
 
-pub use types::{HostError, HostFile, HostFormat, HostPlan, NotTransformed, RawWrapper, WrapperRef};
+pub use crate::formats::traits::{HostError, HostFile, HostFormat, HostPlan, NotTransformed, RawWrapper, WrapperRef};
 
 /// A parsed host binary of either format.
 pub enum Host {
