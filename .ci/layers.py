@@ -23,8 +23,7 @@ LAYERS = {
     "formats": 1,
     "plan": 2, "data_cache": 2, "machine": 2, "machine_tests": 2,
     "view": 3, "views": 3,
-    "tools": 4, "packaging": 4, "demo": 4,
-    "cli": 5,
+    "tools": 4, "packaging": 4,
 }
 FORBIDDEN = [
     ("packaging", "view"), ("tools::resolve", "view"), ("tools::archs", "view"),

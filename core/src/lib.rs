@@ -8,11 +8,8 @@
 //! reference kpack transform as a lazy [`layout::Layout`], database file
 //! rules ([`db`]), the caches ([`data_cache`]), this machine's GPUs ([`machine`]), and the offline paths ([`bake`], [`inspect`], [`resolve`]).
 
-#[cfg(feature = "cli")]
-pub mod cli;
 pub mod copy;
 pub mod data_cache;
-pub mod demo;
 pub mod formats;
 pub mod io;
 pub mod layout;

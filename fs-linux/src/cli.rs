@@ -1,12 +1,12 @@
 //! The `kpackfs` command line on Linux: `mount` (also reachable as the
 //! `mount.fuse` helper form `kpackfs SOURCE MOUNTPOINT -o opts`) plus the
-//! commands every platform shares (`kpackfs_core::cli`).
+//! commands every platform shares (`kpackfs_cli`).
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use kpackfs_core::cli::{CommonCommand, ViewArgs};
+use kpackfs_cli::{CommonCommand, ViewArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "kpackfs", version, about = "A fat ROCm install as a slim per-GPU prefix", long_about = None)]

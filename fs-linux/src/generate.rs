@@ -18,7 +18,7 @@ use clap_mangen::roff::{bold, italic, roman, Roff};
 use clap_mangen::Man;
 
 use crate::cli::Cli;
-use kpackfs_core::cli::Failure;
+use kpackfs_cli::Failure;
 
 #[derive(Debug, Subcommand)]
 pub enum Generate {
@@ -206,7 +206,7 @@ mod tests {
     fn every_subcommand_is_known_to_the_helper_form() {
         // A command missing from SUBCOMMANDS would be taken for a mount SOURCE.
         for s in Cli::command().get_subcommands() {
-            assert!(kpackfs_core::cli::SUBCOMMANDS.contains(&s.get_name()), "{} missing from SUBCOMMANDS", s.get_name());
+            assert!(kpackfs_cli::SUBCOMMANDS.contains(&s.get_name()), "{} missing from SUBCOMMANDS", s.get_name());
         }
     }
 

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cli::{Cli, Command};
-use kpackfs_core::cli::{normalize_args, run_common, Failure, Naming};
+use kpackfs_cli::{normalize_args, run_common, Failure, Naming};
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.cmd {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::cli::MountArgs;
-use kpackfs_core::cli::{normalize_args, open_view, parse_size, selection_warning, source_dir, view_config, Compression, Failure, Naming};
+use kpackfs_cli::{normalize_args, open_view, parse_size, selection_warning, source_dir, view_config, Compression, Failure, Naming};
 use kpackfs_core::view::CopyPolicy;
 use kpackfs_core::views::Views;
 
@@ -300,7 +300,7 @@ fn check_mountpoint(src: &Path, mnt: &Path, nonempty: bool) -> Result<(), Failur
 
 pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     apply_options(&mut args)?;
-    let (source, mnt) = kpackfs_core::cli::mount_paths(args.demo, &args.paths)?;
+    let (source, mnt) = kpackfs_cli::mount_paths(args.demo, &args.paths)?;
     let src = source_dir(source.as_deref())?;
     // `--views a,b/c`: one view per item (`/`, or `+` before a target, joins
     // targets of one view); the first is configured as `--arch` would be,
@@ -338,7 +338,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     // mount (a deadlock) nor inside the source (entries would show up in
     // the view and be watched as source changes).
     if let Some(dir) = args.view.cache_dir() {
-        kpackfs_core::cli::not_a_directory("--cache-dir", &dir)?;
+        kpackfs_cli::not_a_directory("--cache-dir", &dir)?;
         // kpackfs's own directory there, refused if a symlink, before any
         // path is resolved (as `bake` does).
         let own = kpackfs_core::data_cache::own_dir(&dir).map_err(|e| Failure::usage(format!("--cache-dir: {e}")))?;

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kpackfs_core::cli::Failure;
+use kpackfs_cli::Failure;
 
 /// Name of the hidden subcommand the watchdog runs as.
 pub const SUBCOMMAND: &str = "__unmount-watchdog";

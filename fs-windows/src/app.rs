@@ -1,5 +1,5 @@
 //! The commands of `kpackfs.exe`. Everything but `mount` is the shared
-//! `kpackfs_core::cli` layer the Linux binary uses too; no format logic
+//! `kpackfs_cli` layer the Linux binary uses too; no format logic
 //! lives here.
 //!
 //! Exit status: 0 success, 1 failure while working, 2 bad arguments or an
@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command, WINDOWS_NAMING};
-pub use kpackfs_core::cli::{source_dir, view_config, Failure};
+pub use kpackfs_cli::{source_dir, view_config, Failure};
 
 pub fn run(cli: Cli) -> Result<(), Failure> {
     match cli.cmd {
@@ -18,7 +18,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Mount(m) => crate::mount::run(m),
         #[cfg(not(windows))]
         Command::Mount(_) => Err(Failure::usage("mounting with Dokan needs Windows; on Linux use the FUSE `kpackfs` (fs-linux)")),
-        Command::Common(c) => kpackfs_core::cli::run_common(c, WINDOWS_NAMING),
+        Command::Common(c) => kpackfs_cli::run_common(c, WINDOWS_NAMING),
     }
 }
 
@@ -56,11 +56,11 @@ pub fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    use kpackfs_core::cli::{BakeArgs, CommonCommand, Naming, ViewArgs};
+    use kpackfs_cli::{BakeArgs, CommonCommand, Naming, ViewArgs};
     use std::path::{Path, PathBuf};
 
     fn bake(args: BakeArgs) -> Result<(), Failure> {
-        kpackfs_core::cli::run_common(CommonCommand::Bake(args), WINDOWS_NAMING)
+        kpackfs_cli::run_common(CommonCommand::Bake(args), WINDOWS_NAMING)
     }
 
     fn demo() -> PathBuf {
@@ -73,7 +73,7 @@ mod tests {
             arch: arch.map(String::from),
             cache_size: 1 << 20,
             archive_names: None,
-            archive_compression: kpackfs_core::cli::Compression::Auto,
+            archive_compression: kpackfs_cli::Compression::Auto,
             cache_dir: None,
             cache_dir_size: 1 << 30,
             db: Default::default(),
@@ -105,7 +105,7 @@ mod tests {
                 arch: Some("gfx90a".into()),
                 cache_size: 1 << 20,
                 archive_names: Some(Naming::Processor),
-                archive_compression: kpackfs_core::cli::Compression::Auto,
+                archive_compression: kpackfs_cli::Compression::Auto,
                 cache_dir: None,
                 cache_dir_size: 1 << 30,
                 db: Default::default(),
@@ -144,7 +144,7 @@ mod tests {
                 arch: Some("gfx90a".into()),
                 cache_size: 1 << 20,
                 archive_names: Some(Naming::Target),
-                archive_compression: kpackfs_core::cli::Compression::Auto,
+                archive_compression: kpackfs_cli::Compression::Auto,
                 cache_dir: None,
                 cache_dir_size: 1 << 30,
                 db: Default::default(),

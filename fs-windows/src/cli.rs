@@ -1,5 +1,5 @@
 //! Command line of `kpackfs.exe`: a Windows `mount`, plus the commands
-//! every platform shares (`kpackfs_core::cli`: `bake`, `inspect`, `archs`,
+//! every platform shares (`kpackfs_cli`: `bake`, `inspect`, `archs`,
 //! `resolve`, `recompress`), with archive names by processor by default
 //! (`:` is not allowed in Windows names, FORMATS.md §9.5).
 
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use kpackfs_core::cli::{CommonCommand, Loader, Naming, ViewArgs};
+pub use kpackfs_cli::{CommonCommand, Loader, Naming, ViewArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "kpackfs", version, about = "A fat ROCm install as a slim per-GPU prefix (Windows: Dokan)", long_about = None)]

@@ -45,7 +45,7 @@ fn mount_error(e: FileSystemMountError, mp: &str) -> Failure {
 }
 
 pub fn run(args: MountArgs) -> Result<(), Failure> {
-    let (source, mnt) = kpackfs_core::cli::mount_paths(args.demo, &args.paths)?;
+    let (source, mnt) = kpackfs_cli::mount_paths(args.demo, &args.paths)?;
     let src = source_dir(source.as_deref())?;
     let cfg = view_config(src.clone(), &args.view, crate::cli::WINDOWS_NAMING)?;
     let mp = MountPoint::parse(&mnt.to_string_lossy()).map_err(Failure::usage)?;
@@ -76,7 +76,7 @@ pub fn run(args: MountArgs) -> Result<(), Failure> {
         log::warn!("--archive-names target: archives whose names contain ':' (feature-qualified targets) cannot be shown on Windows");
     }
 
-    let view = Arc::new(kpackfs_core::cli::open_view(cfg, &args.view, kpackfs_core::view::CopyPolicy::Decoding)?);
+    let view = Arc::new(kpackfs_cli::open_view(cfg, &args.view, kpackfs_core::view::CopyPolicy::Decoding)?);
     let handler = KpackDokan::new(view.clone(), args.case_sensitive);
     let mount_point = U16CString::from_str(&mp_str).map_err(|_| Failure::usage(format!("mountpoint {mp_str:?}: invalid")))?;
     let mut flags = MountFlags::WRITE_PROTECT;

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::formats::target::{Selection, TargetId};
-use crate::plan::db::Rules;
+use kpackfs_core::formats::target::{Selection, TargetId};
+use kpackfs_core::plan::db::Rules;
 
 use super::Failure;
 
@@ -28,9 +28,9 @@ fn selects(t: &TargetId, carried: &str) -> bool {
 /// database files), scanning only until every target of `sel` has matched
 /// something: on an install that has them, the scan stops early.
 pub fn carried(root: &Path, rules: &Rules, sel: &Selection) -> BTreeSet<String> {
-    let counts = |u: &crate::tools::archs::TargetUse| u.code_objects > 0 || u.archives > 0 || u.db_files > 0;
-    let all_found = |r: &crate::tools::archs::ArchReport| sel.targets.iter().all(|t| r.targets.iter().any(|(c, u)| counts(u) && selects(t, c)));
-    match crate::tools::archs::archs_loaded_until(root, rules, &mut |r| all_found(r)) {
+    let counts = |u: &kpackfs_core::tools::archs::TargetUse| u.code_objects > 0 || u.archives > 0 || u.db_files > 0;
+    let all_found = |r: &kpackfs_core::tools::archs::ArchReport| sel.targets.iter().all(|t| r.targets.iter().any(|(c, u)| counts(u) && selects(t, c)));
+    match kpackfs_core::tools::archs::archs_loaded_until(root, rules, &mut |r| all_found(r)) {
         Ok(r) => r.targets.into_iter().filter(|(_, u)| counts(u)).map(|(t, _)| t).collect(),
         Err(e) => {
             log::debug!("{}: scanning for targets: {e}", root.display());
@@ -129,8 +129,8 @@ pub fn device_variants(t: &TargetId) -> Vec<TargetId> {
     if !t.features.is_empty() {
         return vec![t.clone()];
     }
-    let sram: &[Option<bool>] = if crate::formats::target::has_sramecc(&t.processor) { &[Some(true), Some(false)] } else { &[None] };
-    let xnack: &[Option<bool>] = if crate::formats::target::has_xnack(&t.processor) { &[Some(false), Some(true)] } else { &[None] };
+    let sram: &[Option<bool>] = if kpackfs_core::formats::target::has_sramecc(&t.processor) { &[Some(true), Some(false)] } else { &[None] };
+    let xnack: &[Option<bool>] = if kpackfs_core::formats::target::has_xnack(&t.processor) { &[Some(false), Some(true)] } else { &[None] };
     let mut out = Vec::new();
     for s in sram {
         for x in xnack {

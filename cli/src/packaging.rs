@@ -1,6 +1,6 @@
 //! The packager's commands (`split`, `verify`, `recombine`,
 //! `split-wheel`): their options and how each runs the engine in
-//! [`crate::packaging`], with a progress bar on a terminal.
+//! [`kpackfs_core::packaging`], with a progress bar on a terminal.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 
-use crate::formats::target::Selection;
-use crate::packaging::{Progress, SplitConfig, SplitError};
-use crate::view::ArchiveCompression;
+use kpackfs_core::formats::target::Selection;
+use kpackfs_core::packaging::{Progress, SplitConfig, SplitError};
+use kpackfs_core::view::ArchiveCompression;
 
 use super::{emit, expand_auto, human, status_line, DbRuleArgs, Failure, Naming};
 
@@ -72,7 +72,7 @@ pub struct SplitWheelArgs {
     /// Refuse entries (over 1 MiB) that unpack to more than N times their
     /// compressed size, and a wheel whose entries unpack to more than N
     /// times its size (zip bombs).
-    #[arg(long, value_name = "N", default_value_t = crate::packaging::wheel::UnpackLimits::DEFAULT_RATIO, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = kpackfs_core::packaging::wheel::UnpackLimits::DEFAULT_RATIO, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_unpack_ratio: u64,
     #[command(flatten)]
     pub opts: SplitOptions,
@@ -169,7 +169,7 @@ fn split_config(component: &str, o: &SplitOptions, default_naming: Naming) -> Re
 }
 
 /// One line per feature-qualified `--targets` entry that split kept as its
-/// whole processor (`crate::packaging::processor_selection` says why).
+/// whole processor (`kpackfs_core::packaging::processor_selection` says why).
 fn note_widened(widened: &[(String, String)]) {
     for (given, processor) in widened {
         eprintln!("--targets {given}: split keeps every variant of {processor} (its artifact serves each xnack/sramecc mode of the processor)");
@@ -191,11 +191,12 @@ pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Resu
     }
     super::not_a_directory("OUTPUT", &a.output)?;
     let cfg = split_config("wheel", &a.opts, default_naming)?;
-    let limits = crate::packaging::wheel::UnpackLimits { max_ratio: a.max_unpack_ratio };
+    let limits = kpackfs_core::packaging::wheel::UnpackLimits { max_ratio: a.max_unpack_ratio };
     let start = Instant::now();
     let progress = Progress::default();
-    let r = with_progress("splitting wheel", a.opts.quiet, &progress, || crate::packaging::wheel::split_wheel(&a.wheel, &a.output, &cfg, limits, &progress))
-        .map_err(split_failure)?;
+    let r =
+        with_progress("splitting wheel", a.opts.quiet, &progress, || kpackfs_core::packaging::wheel::split_wheel(&a.wheel, &a.output, &cfg, limits, &progress))
+            .map_err(split_failure)?;
     note_widened(&r.split.widened_targets);
     if !r.split.dropped_targets.is_empty() {
         eprintln!("dropped targets not selected: {}", r.split.dropped_targets.join(", "));
@@ -223,7 +224,8 @@ pub(super) fn split_cmd(a: SplitArgs, default_naming: Naming) -> Result<(), Fail
     }
     let start = Instant::now();
     let progress = Progress::default();
-    let r = with_progress("splitting", a.opts.quiet, &progress, || crate::packaging::split(&a.input, &a.output, &cfg, &progress)).map_err(split_failure)?;
+    let r =
+        with_progress("splitting", a.opts.quiet, &progress, || kpackfs_core::packaging::split(&a.input, &a.output, &cfg, &progress)).map_err(split_failure)?;
     for (bin, why) in &r.refused {
         log::warn!("{bin}: fat binary copied unchanged: {why}");
     }
@@ -263,7 +265,7 @@ pub(super) fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
     if let Some(sel) = &only {
         super::targets::require_carried("--targets", sel, &a.dir, &rules)?;
     }
-    let r = crate::packaging::verify::verify(&a.dir, a.against.as_deref(), only.as_ref(), &rules).map_err(split_failure)?;
+    let r = kpackfs_core::packaging::verify::verify(&a.dir, a.against.as_deref(), only.as_ref(), &rules).map_err(split_failure)?;
     if a.json {
         let problems: Vec<serde_json::Value> = r.problems.iter().map(|p| serde_json::json!({"check": p.check, "path": p.path, "message": p.message})).collect();
         let v = serde_json::json!({
@@ -288,8 +290,8 @@ pub(super) fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
 }
 
 pub(super) fn recombine_cmd(a: RecombineArgs) -> Result<(), Failure> {
-    let opts = crate::packaging::recombine::RecombineOptions { allow_drop: a.allow_drop };
-    let r = crate::packaging::recombine::recombine(&a.shards, &a.output, &a.config, opts).map_err(split_failure)?;
+    let opts = kpackfs_core::packaging::recombine::RecombineOptions { allow_drop: a.allow_drop };
+    let r = kpackfs_core::packaging::recombine::recombine(&a.shards, &a.output, &a.config, opts).map_err(split_failure)?;
     if !r.unclaimed.is_empty() {
         eprintln!("left out (no group names them, --allow-drop): {}", r.unclaimed.join(", "));
     }
