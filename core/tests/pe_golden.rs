@@ -32,7 +32,7 @@ fn w_dll_byte_identical() {
     assert_eq!(plan.wrappers.len(), 1);
     assert_eq!(plan.wrappers[0].fatbin_offset, Some(0));
     let again = PeFile::parse(&out).unwrap();
-    assert!(matches!(again.classify(), Err(pe::CoffError::AlreadyKpacked)));
+    assert!(matches!(again.classify(), Err(pe::PeError::AlreadyKpacked)));
 }
 
 #[test]
@@ -106,4 +106,29 @@ fn authenticode_overlay_is_dropped_and_other_overlays_refused() {
     let mut overlay = input.clone();
     overlay.extend_from_slice(b"installer payload");
     assert!(matches!(host::plan(&overlay, &marker()), Err(NotTransformed::Refused(_))));
+}
+
+/// Not a fat binary the runtime loads, by the headers' own fields (not by
+/// any error message): a 32-bit PE image (optional-header magic 0x10b, the
+/// PE format's table) and an ELF relocatable object (e_type 1, ET_REL) are
+/// plain files — served unchanged without a warning — even though both
+/// still carry a fat section.
+#[test]
+fn non_loadable_variants_are_plain_files_not_refusals() {
+    let g = vectors().join("generated-golden/pe");
+    let mut pe32 = read(g.join("w.dll"));
+    let lfanew = u32::from_le_bytes(pe32[0x3c..0x40].try_into().unwrap()) as usize;
+    // PE signature (4) + COFF header (20), then the optional header's magic.
+    assert_eq!(&pe32[lfanew + 24..lfanew + 26], &[0x0b, 0x02], "w.dll is PE32+");
+    pe32[lfanew + 24] = 0x0b;
+    pe32[lfanew + 25] = 0x01;
+    let r = host::plan(&pe32, &marker());
+    assert!(matches!(r, Err(NotTransformed::Plain)), "{:?}", r.err());
+    assert!(matches!(host::Host::open(&pe32), Err(host::HostError::NotHost)));
+
+    let mut rel = read(vectors().join("generated-golden/elf/libk.so"));
+    assert_eq!(&rel[16..18], &[3, 0], "libk.so is ET_DYN");
+    rel[16] = 1;
+    let r = host::plan(&rel, &marker());
+    assert!(matches!(r, Err(NotTransformed::Plain)), "{:?}", r.err());
 }

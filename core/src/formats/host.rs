@@ -114,7 +114,7 @@ pub fn plan(src: &dyn ReadAt, marker: &[u8]) -> Result<HostPlan, NotTransformed>
         Err(HostError::NotHost) => return Err(NotTransformed::Plain),
         // Looks like a host binary but its headers cannot be read: served
         // unchanged, and said so.
-        Err(e) => return Err(NotTransformed::Refused(e.to_string())),
+        Err(e) => return Err(NotTransformed::refused(e)),
     };
     host.plan_transform(src, marker)
 }

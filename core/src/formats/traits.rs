@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -56,14 +57,22 @@ pub enum NotTransformed {
     /// Not a host binary with device code: the common case, not logged.
     Plain,
     /// A fat binary we cannot transform safely: logged once at `warn`.
-    Refused(String),
+    /// The refusing layer's own typed error says why.
+    Refused(Arc<dyn std::error::Error + Send + Sync>),
+}
+
+impl NotTransformed {
+    /// A refusal, keeping the refusing layer's typed error.
+    pub fn refused(e: impl std::error::Error + Send + Sync + 'static) -> NotTransformed {
+        NotTransformed::Refused(Arc::new(e))
+    }
 }
 
 impl fmt::Display for NotTransformed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NotTransformed::Plain => f.write_str("not a fat binary"),
-            NotTransformed::Refused(r) => f.write_str(r),
+            NotTransformed::Refused(r) => write!(f, "{r}"),
         }
     }
 }
@@ -88,9 +97,10 @@ pub enum HostError {
     NotHost,
     #[error("not a HIP binary (no wrapper section)")]
     NoWrappers,
-    /// The format's own complaint (corrupt or unsupported headers).
+    /// The format's own complaint (corrupt or unsupported headers), as
+    /// the format's typed error.
     #[error("{0}")]
-    Format(String),
+    Format(Box<dyn std::error::Error + Send + Sync>),
     /// Reading failed (kept apart: a transient error is worth retrying).
     #[error("{0}")]
     Io(#[from] io::Error),

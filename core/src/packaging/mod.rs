@@ -300,7 +300,7 @@ fn write_all(
                     jobs.push(write::FileJob { entry: i, dest: to_generic });
                 }
                 FileClass::Refused(why) => {
-                    report.refused.push((in_prefix(e.prefix, &e.rel).display().to_string(), why.clone()));
+                    report.refused.push((in_prefix(e.prefix, &e.rel).display().to_string(), why.to_string()));
                     jobs.push(write::FileJob { entry: i, dest: to_generic });
                 }
                 FileClass::Plain => jobs.push(write::FileJob { entry: i, dest: to_generic }),

@@ -82,7 +82,7 @@ pub enum FileClass {
     Fat(Arc<FatBinary>, Arc<Objects>),
     /// A fat binary that cannot be transformed safely: copied unchanged
     /// into the generic artifact (and reported).
-    Refused(String),
+    Refused(Arc<dyn std::error::Error + Send + Sync>),
 }
 
 #[derive(Debug)]

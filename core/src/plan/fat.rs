@@ -155,18 +155,31 @@ fn view_key(selection: &Selection, naming: ArchiveNaming, compression: ArchiveCo
     format!("{selection}/{naming:?}/{compression:?}")
 }
 
+/// Why planning serves a fat binary unchanged although its format could
+/// be transformed.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The runtime would expand it in the archive search path.
+    #[error("file name contains @GFXARCH@")]
+    PlaceholderInName,
+    #[error("file name too long for its archives ({0} bytes)")]
+    NameTooLong(usize),
+    #[error("wrapper {0} does not point into the fat section")]
+    WrapperOutsideFatSection(u32),
+}
+
 impl FatBinary {
     /// Plans the transform of binary `rel` (root-relative, `/`-separated; its
     /// file name is the group). Any refusal means "serve unchanged".
     pub fn analyze(src: &dyn ReadAt, id: SourceId, rel: &str) -> Result<FatBinary, NotTransformed> {
         let group = rel.rsplit('/').next().unwrap_or(rel).to_string();
         if group.contains("@GFXARCH@") {
-            return Err(NotTransformed::Refused("file name contains @GFXARCH@".into()));
+            return Err(NotTransformed::refused(Refusal::PlaceholderInName));
         }
         // Archive names are `<group>_<target>.kpack`; the longest target
         // name we could need must fit.
         if group.len() + MAX_TARGET_SUFFIX > NAME_MAX {
-            return Err(NotTransformed::Refused(format!("file name too long for its archives ({} bytes)", group.len())));
+            return Err(NotTransformed::refused(Refusal::NameTooLong(group.len())));
         }
         let marker = Marker::for_group(&group, 0, rel);
         Self::analyze_marked(src, id, &group, marker)
@@ -182,7 +195,7 @@ impl FatBinary {
             return Err(NotTransformed::Plain);
         }
         if let Some(w) = plan.wrappers.iter().find(|w| !w.already_kpacked && w.fatbin_offset.is_none()) {
-            return Err(NotTransformed::Refused(format!("wrapper {} does not point into the fat section", w.index)));
+            return Err(NotTransformed::refused(Refusal::WrapperOutsideFatSection(w.index)));
         }
         Ok(FatBinary { id, group: group.to_string(), marker, plan, objects: OnceLock::new(), archives: Default::default() })
     }

@@ -227,7 +227,7 @@ fn open_wrappers(binary: &Path) -> Result<(File, Vec<RawWrapper>, PathBuf), Reso
         HostError::NotHost => ResolveError::Format(binary.to_path_buf()),
         HostError::NoWrappers => ResolveError::NoWrappers(binary.to_path_buf()),
         HostError::Io(e) => ResolveError::Io(binary.to_path_buf(), e),
-        HostError::Format(m) => ResolveError::Host(binary.to_path_buf(), m),
+        HostError::Format(m) => ResolveError::Host(binary.to_path_buf(), m.to_string()),
     })?;
     let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
     Ok((file, wrappers, dir))

@@ -17,17 +17,16 @@ use super::{plan, relocs, ElfError, ElfFile, ET_DYN, FATBIN_SECTION, MARKER_SECT
 fn format_err(e: ElfError) -> HostError {
     match e {
         ElfError::Io(e) => HostError::Io(e),
-        ElfError::NotElf => HostError::NotHost,
-        other => HostError::Format(other.to_string()),
+        ElfError::NotElf | ElfError::NotLoadable(_) => HostError::NotHost,
+        other => HostError::Format(Box::new(other)),
     }
 }
 
 /// Plain files are not logged; fat binaries we cannot transform are.
 fn refusal(e: ElfError) -> NotTransformed {
     match e {
-        ElfError::NotElf | ElfError::NotFat | ElfError::AlreadyKpacked => NotTransformed::Plain,
-        ElfError::Unsupported(ref r) if r.starts_with("e_type") => NotTransformed::Plain,
-        other => NotTransformed::Refused(other.to_string()),
+        ElfError::NotElf | ElfError::NotLoadable(_) | ElfError::NotFat | ElfError::AlreadyKpacked => NotTransformed::Plain,
+        other => NotTransformed::refused(other),
     }
 }
 

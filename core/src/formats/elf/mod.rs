@@ -30,6 +30,10 @@ const MAX_SHSTRTAB: u64 = 16 << 20;
 pub enum ElfError {
     #[error("not an ELF64 little-endian file")]
     NotElf,
+    /// Neither an executable nor a shared object (a relocatable object, a
+    /// core dump): never a fat binary the runtime loads.
+    #[error("e_type {0} is not ET_EXEC/ET_DYN")]
+    NotLoadable(u16),
     #[error("unsupported ELF: {0}")]
     Unsupported(String),
     #[error("no .hip_fatbin section (not a fat binary)")]
@@ -75,7 +79,7 @@ impl ElfFile {
         read_exact_at(src, 0, &mut raw)?;
         let eh = Ehdr::parse(&raw).ok_or(ElfError::NotElf)?;
         if eh.e_type != ET_EXEC && eh.e_type != ET_DYN {
-            return Err(ElfError::Unsupported(format!("e_type {} is not ET_EXEC/ET_DYN", eh.e_type)));
+            return Err(ElfError::NotLoadable(eh.e_type));
         }
         if eh.phentsize as u64 != PHDR_SIZE && eh.phnum != 0 {
             return Err(corrupt(format!("e_phentsize {}", eh.phentsize)));

@@ -8,24 +8,22 @@ use crate::formats::bundle::describe_fatbin;
 use crate::formats::traits::{HostError, HostFile, HostFormat, HostPlan, NotTransformed, RawWrapper};
 use crate::io::{read_vec_at, ReadAt};
 
-use super::{plan, CoffError, PeFile, MARKER_SECTION};
+use super::{plan, PeError, PeFile, MARKER_SECTION};
 
 /// The interface's error for a PE complaint (I/O kept apart).
-fn format_err(e: CoffError) -> HostError {
+fn format_err(e: PeError) -> HostError {
     match e {
-        CoffError::Io(e) => HostError::Io(e),
-        CoffError::NotPe => HostError::NotHost,
-        CoffError::Unsupported(ref r) if r.starts_with("not PE32+") => HostError::NotHost,
-        other => HostError::Format(other.to_string()),
+        PeError::Io(e) => HostError::Io(e),
+        PeError::NotPe | PeError::NotPe32Plus => HostError::NotHost,
+        other => HostError::Format(Box::new(other)),
     }
 }
 
 /// Plain files are not logged; fat binaries we cannot transform are.
-fn refusal(e: CoffError) -> NotTransformed {
+fn refusal(e: PeError) -> NotTransformed {
     match e {
-        CoffError::NotPe | CoffError::NotFat | CoffError::AlreadyKpacked => NotTransformed::Plain,
-        CoffError::Unsupported(ref r) if r.starts_with("not PE32+") => NotTransformed::Plain,
-        other => NotTransformed::Refused(other.to_string()),
+        PeError::NotPe | PeError::NotPe32Plus | PeError::NotFat | PeError::AlreadyKpacked => NotTransformed::Plain,
+        other => NotTransformed::refused(other),
     }
 }
 
