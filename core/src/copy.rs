@@ -7,7 +7,7 @@
 //! target costs a few megabytes.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -96,20 +96,6 @@ pub fn write_layout<E: From<io::Error>>(layout: &Layout, src: &File, read: &mut 
     }
     dst.set_len(layout.len())?;
     Ok(layout.len())
-}
-
-/// Copies the first `len` bytes of `src` to a writer (`io::copy` would
-/// move the source's file position, shared with other readers).
-pub fn copy_to(src: &File, len: u64, out: &mut dyn Write) -> io::Result<()> {
-    let mut buf = vec![0u8; (1 << 20).min(len as usize).max(1)];
-    let mut pos = 0;
-    while pos < len {
-        let n = ((len - pos) as usize).min(buf.len());
-        crate::io::read_exact_at(src, pos, &mut buf[..n])?;
-        out.write_all(&buf[..n])?;
-        pos += n as u64;
-    }
-    Ok(())
 }
 
 // File attributes, shared by bake and the packager's split.

@@ -103,26 +103,6 @@ impl ReadAt for File {
     }
 }
 
-/// A window `[start, start+len)` of another source, seen as its own source.
-pub struct SubRange<'a> {
-    pub inner: &'a dyn ReadAt,
-    pub start: u64,
-    pub len: u64,
-}
-
-impl ReadAt for SubRange<'_> {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
-        if offset >= self.len {
-            return Ok(0);
-        }
-        let n = (buf.len() as u64).min(self.len - offset) as usize;
-        self.inner.read_at(self.start + offset, &mut buf[..n])
-    }
-    fn size(&self) -> io::Result<u64> {
-        Ok(self.len)
-    }
-}
-
 /// Little-endian field access on byte slices, bounds-checked: every caller
 /// handles `None` as "truncated input" instead of panicking.
 pub(crate) trait LeBytes {

@@ -438,7 +438,8 @@ impl Machine {
 
 /// The target IDs `--arch auto` resolves to on the machine whose sysfs is
 /// at `sysfs_root`, for a process with `env`.
-pub fn machine_targets(sysfs_root: &Path, env: &RuntimeEnv) -> Result<Vec<TargetId>, MachineError> {
+#[cfg(test)]
+pub(crate) fn machine_targets(sysfs_root: &Path, env: &RuntimeEnv) -> Result<Vec<TargetId>, MachineError> {
     Machine::read(sysfs_root, env)?.targets()
 }
 

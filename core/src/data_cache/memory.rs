@@ -175,13 +175,6 @@ impl<K: Hash + Eq + Clone, E: Clone> ByteLru<K, E> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// Drops everything (used when the cache is resized to zero).
-    pub fn clear(&self) {
-        let mut lru = self.lru.lock().unwrap_or_else(|p| p.into_inner());
-        lru.clear();
-        self.stats.bytes.store(0, Ordering::Relaxed);
-    }
 }
 
 #[cfg(test)]

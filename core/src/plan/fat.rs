@@ -210,11 +210,6 @@ impl FatBinary {
         Ok(self.objects.get_or_init(|| o).clone())
     }
 
-    /// Whether the second stage (code objects) has run.
-    pub fn objects_ready(&self) -> bool {
-        self.objects.get().is_some()
-    }
-
     /// One view's archives, if already planned.
     pub fn archives_if_ready(&self, selection: &Selection, naming: ArchiveNaming, compression: ArchiveCompression) -> Option<Arc<Archives>> {
         let key = view_key(selection, naming, compression);

@@ -265,11 +265,6 @@ impl OpenFile {
         &self.attr
     }
 
-    /// Identity of the source file being served.
-    pub fn source_id(&self) -> SourceId {
-        self.id
-    }
-
     pub fn origin(&self) -> Origin {
         match self.content {
             Content::Pass(_) => Origin::Passthrough,

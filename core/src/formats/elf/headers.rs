@@ -183,11 +183,6 @@ impl Shdr {
         s.sh_entsize.set(LE, self.entsize);
         out.extend_from_slice(&b);
     }
-
-    /// Whether the section occupies bytes in the file.
-    pub fn has_file_bytes(&self) -> bool {
-        self.sh_type != SHT_NOBITS && self.sh_type != SHT_NULL
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

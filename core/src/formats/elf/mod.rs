@@ -3,6 +3,7 @@
 
 mod headers;
 mod host;
+mod phdr;
 pub(crate) mod relocs;
 mod transform;
 
@@ -11,7 +12,8 @@ use std::io;
 use thiserror::Error;
 
 pub use headers::{Ehdr, Phdr, Shdr, ET_DYN, ET_EXEC};
-pub use transform::{old_kernel_phdr_vaddr, plan, Deviation, ElfPlan, WrapperInfo};
+pub use phdr::old_kernel_phdr_vaddr;
+pub use transform::{plan, Deviation, ElfPlan, WrapperInfo};
 
 use crate::io::{read_exact_at, read_vec_at, ReadAt};
 use crate::layout::LayoutError;
