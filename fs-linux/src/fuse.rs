@@ -26,9 +26,7 @@ use kpackfs_core::source::Time;
 use kpackfs_core::view::{self, Attr, DirEntry, NodeType, OpenFile};
 use kpackfs_core::views::Views;
 
-fn errno(e: &view::Error) -> Errno {
-    Errno::from_i32(e.errno())
-}
+use crate::errno::errno;
 
 fn systime(t: Time) -> SystemTime {
     if t.sec >= 0 {
@@ -233,7 +231,7 @@ impl Filesystem for KpackFs {
             // archive names per wrapper. Short-lived: a synthesized archive
             // can appear when its binary changes, with no source event for
             // its own name.
-            Err(e) if e.errno() == libc::ENOENT => {
+            Err(e) if crate::errno::raw(&e) == libc::ENOENT => {
                 let ttl = self.ttl.min(NEGATIVE_TTL);
                 reply.entry_with_ttls(&ttl, &ttl, &fuse_attr(&negative_attr()), Generation(0))
             }

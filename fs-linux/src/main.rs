@@ -5,6 +5,8 @@
 
 mod cli;
 #[cfg(target_os = "linux")]
+mod errno;
+#[cfg(target_os = "linux")]
 mod fuse;
 mod generate;
 #[cfg(target_os = "linux")]

@@ -22,7 +22,6 @@ mod xattr;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -331,9 +330,7 @@ impl View {
                 SourceKind::File => self.file_node(vpath, st),
                 SourceKind::Special => Err(Error::NotFound),
             },
-            Err(e) if e.kind() == io::ErrorKind::NotFound && name == KPACK_DIR && self.has_fat(parent) => {
-                Ok(Node::KpackDir { parent: self.tree.stat(parent)?, merged: None })
-            }
+            Err(e) if e.not_found() && name == KPACK_DIR && self.has_fat(parent) => Ok(Node::KpackDir { parent: self.tree.stat(parent)?, merged: None }),
             Err(e) => Err(e.into()),
         }
     }
