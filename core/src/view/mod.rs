@@ -13,6 +13,7 @@
 mod cached;
 mod fat;
 mod inodes;
+mod invalidate;
 mod open;
 mod plan;
 #[cfg(test)]
@@ -31,8 +32,10 @@ use thiserror::Error;
 
 pub use cached::CopyPolicy;
 pub use fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary, Objects, ZSTD_LEVEL};
+pub use invalidate::Invalidation;
 pub use open::OpenFile;
 pub use types::{Attr, DirEntry, DiskSnapshot, Error, NodeType, Origin, Result, Stats, StatsSnapshot, ViewConfig};
+pub use xattr::{XATTR_ARCH, XATTR_ORIGIN, XATTR_PREFIX, XATTR_SOURCE, XATTR_STATS, XATTR_TARGETS};
 
 use crate::data_cache::DiskCache;
 use crate::layout::Layout;
