@@ -51,7 +51,7 @@ fn systime(t: Time) -> SystemTime {
     }
 }
 
-pub fn file_type(k: NodeType) -> FileType {
+fn file_type(k: NodeType) -> FileType {
     match k {
         NodeType::Dir => FileType::Directory,
         NodeType::File => FileType::RegularFile,
@@ -60,7 +60,7 @@ pub fn file_type(k: NodeType) -> FileType {
 }
 
 /// The kernel's attributes of a view node.
-pub fn fuse_attr(a: &Attr) -> FileAttr {
+fn fuse_attr(a: &Attr) -> FileAttr {
     FileAttr {
         ino: INodeNo(a.ino),
         size: a.size,
