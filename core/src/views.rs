@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::source::FsStats;
-use crate::view::{Attr, DirEntry, Error, NodeType, OpenFile, Origin, Result, StatsSnapshot, View, ViewConfig, ROOT_INO};
+use crate::view::{
+    Attr, DirEntry, Error, Invalidation, NodeType, OpenFile, Origin, Result, StatsSnapshot, View, ViewConfig, ROOT_INO, XATTR_ARCH, XATTR_ORIGIN, XATTR_STATS,
+};
 
 /// Joins the targets of one view in `--views` and `-o view=`
 /// (`gfx90a:sramecc+:xnack-/gfx1030`). `/` occurs in no target ID, so it is
@@ -197,6 +199,13 @@ impl Views {
         &self.first().config().source
     }
 
+    /// What the kernel must forget after a change of `dir/name` in the
+    /// source (see [`View::invalidate`]): every view's, as inode numbers
+    /// are unique across views.
+    pub fn invalidate(&self, dir: &Path, name: Option<&OsStr>) -> Vec<Invalidation> {
+        self.views().flat_map(|v| v.invalidate(dir, name)).collect()
+    }
+
     pub fn xattr_names(&self, ino: u64) -> Result<Vec<&'static str>> {
         match self.route(ino)? {
             Some(v) => v.xattr_names(ino),
@@ -209,9 +218,9 @@ impl Views {
         match self.route(ino)? {
             Some(v) => v.xattr(ino, name),
             None => Ok(match name {
-                "user.kpackfs.stats" => Some(self.stats().to_string().into_bytes()),
-                "user.kpackfs.arch" => Some(self.selections().into_bytes()),
-                "user.kpackfs.origin" => Some(Origin::Dir.to_string().into_bytes()),
+                XATTR_STATS => Some(self.stats().to_string().into_bytes()),
+                XATTR_ARCH => Some(self.selections().into_bytes()),
+                XATTR_ORIGIN => Some(Origin::Dir.to_string().into_bytes()),
                 other => self.first().xattr(self.first().root_ino(), other)?,
             }),
         }

@@ -115,7 +115,8 @@ fn a_damaged_ccob_is_eio_through_the_view_never_other_bytes() {
                     continue;
                 }
                 let e = r.map(|b| b.len()).expect_err("a damaged bundle's object was served");
-                assert_eq!(e.errno(), libc::EIO, "{rel}: {e}");
+                // Damaged data (each adapter answers it with its I/O error).
+                assert!(matches!(e, view::Error::Layout(_) | view::Error::Cache(_)), "{rel}: {e:?}");
                 if compression == ArchiveCompression::None {
                     // The typed error, naming the CCOB, reaches the edge.
                     assert!(

@@ -29,7 +29,16 @@ pub enum Command {
     /// Write the man pages or a shell completion script (for packaging;
     /// README, "Install").
     #[command(subcommand, hide = true)]
-    Generate(crate::generate::Generate),
+    Generate(Generate),
+}
+
+/// `kpackfs generate` (see src/generate.rs, which renders them).
+#[derive(Debug, Subcommand)]
+pub enum Generate {
+    /// Write one man page per command (kpackfs.1, kpackfs-mount.1, …) into DIR.
+    Man { dir: PathBuf },
+    /// Print the completion script for SHELL on stdout.
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Debug, Args)]

@@ -12,21 +12,13 @@
 use std::io::Write;
 use std::path::Path;
 
-use clap::{Command, CommandFactory, Subcommand};
+use clap::{Command, CommandFactory};
 use clap_complete::Shell;
 use clap_mangen::roff::{bold, italic, roman, Roff};
 use clap_mangen::Man;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Generate};
 use kpackfs_cli::Failure;
-
-#[derive(Debug, Subcommand)]
-pub enum Generate {
-    /// Write one man page per command (kpackfs.1, kpackfs-mount.1, …) into DIR.
-    Man { dir: std::path::PathBuf },
-    /// Print the completion script for SHELL on stdout.
-    Completions { shell: Shell },
-}
 
 pub fn run(g: Generate) -> Result<(), Failure> {
     match g {

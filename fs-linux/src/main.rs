@@ -3,24 +3,13 @@
 //! Exit status: 0 success, 1 failure while working, 2 bad arguments or an
 //! unusable source/mountpoint.
 
-mod cli;
-#[cfg(target_os = "linux")]
-mod fuse;
-mod generate;
-#[cfg(target_os = "linux")]
-mod logging;
-#[cfg(target_os = "linux")]
-mod mount;
-#[cfg(target_os = "linux")]
-mod watch;
-#[cfg(target_os = "linux")]
-mod watchdog;
-
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use cli::{Cli, Command};
+use kpackfs::cli::{Cli, Command};
+#[cfg(target_os = "linux")]
+use kpackfs::{logging, mount, watchdog};
 use kpackfs_cli::{normalize_args, run_common, Failure, Naming};
 
 fn run(cli: Cli) -> Result<(), Failure> {
@@ -34,7 +23,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::UnmountWatchdog { mountpoint } => watchdog::run(&mountpoint),
         #[cfg(not(target_os = "linux"))]
         Command::UnmountWatchdog { .. } => Ok(()),
-        Command::Generate(g) => generate::run(g),
+        Command::Generate(g) => kpackfs::generate::run(g),
     }
 }
 

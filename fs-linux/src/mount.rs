@@ -23,6 +23,8 @@ use kpackfs_cli::{normalize_args, open_view, parse_size, selection_warning, sour
 use kpackfs_core::view::CopyPolicy;
 use kpackfs_core::views::Views;
 
+use crate::mounts::{detach_lazily, is_mountpoint, unescape_mountinfo};
+
 /// Set in the detached child: report readiness on stdout.
 const READY_ENV: &str = "KPACKFS_REPORT_READY";
 
@@ -122,51 +124,8 @@ fn apply_options(args: &mut MountArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Unescapes a `/proc/self/mountinfo` path field (`\040` is a space).
-pub(crate) fn unescape_mountinfo(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
-}
-
-/// Whether something is already mounted exactly at `mnt`.
-pub fn is_mountpoint(mnt: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
-    info.lines().any(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(mnt.as_os_str().as_bytes()))
-}
-
 /// How long a busy mount keeps serving its current users after SIGTERM.
 const GRACE: Duration = Duration::from_secs(5);
-
-/// Detaches `mnt` from the namespace even though it is busy (`umount -l`).
-pub(crate) fn detach_lazily(mnt: &Path) -> std::io::Result<()> {
-    let c = std::ffi::CString::new(mnt.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::EPERM) {
-        return Err(err);
-    }
-    // Not root: the setuid helper can detach our own mount.
-    let ok = ["fusermount3", "fusermount"].iter().any(|h| Command::new(h).arg("-u").arg("-z").arg(mnt).status().is_ok_and(|s| s.success()));
-    if ok {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(format!("fusermount -u -z {} failed", mnt.display())))
-    }
-}
 
 /// Detaches `mnt` lazily if it is still mounted (`why` goes to the log).
 fn detach_if_still_mounted(mnt: &Path, why: &str) {
@@ -419,7 +378,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
             None
         }
     };
-    let fs = crate::fuse::KpackFs::new(view.clone(), Duration::from_secs(args.ttl), !args.no_passthrough, watcher.clone());
+    let fs = crate::fuse::KpackFs::new(crate::fs::Fs::new(view.clone(), Duration::from_secs(args.ttl), !args.no_passthrough, watcher.clone()));
     let mut config = Config::default();
     let fsname = format!("kpackfs:{}", src.display()).replace([',', ' ', '\t', '\n'], "_");
     config.mount_options = vec![

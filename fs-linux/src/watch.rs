@@ -1,12 +1,9 @@
 //! Keeps the kernel's caches honest when the source changes under a live
-//! mount. The view re-plans a changed file on its next lookup (plans are
-//! keyed by source identity) and refuses to serve an open file whose source
-//! changed; but with hour-long entry/attribute TTLs and cached pages the
-//! kernel would not ask again. An inotify watch on every source directory
-//! the kernel has seen turns each change into invalidations: the entry
-//! (so the name is looked up afresh), the inode (attributes and cached
-//! pages), the directory listing, and the `.kpack` archives planned from
-//! the changed binary.
+//! mount. An inotify watch on every source directory the kernel has seen
+//! turns each change into the invalidations the view names
+//! ([`Views::invalidate`]: the entry, the inode, the directory listing, the
+//! `.kpack` archives planned from a changed binary), which this module only
+//! forwards to the kernel.
 //!
 //! inotify only reports local changes; sources on network filesystems
 //! still converge when the TTL (`--ttl`) expires.
@@ -22,7 +19,7 @@ use fuser::{INodeNo, Notifier};
 use rustix::fd::OwnedFd;
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
-use kpackfs_core::view::{View, KPACK_DIR};
+use kpackfs_core::view::Invalidation;
 use kpackfs_core::views::Views;
 
 pub struct Watcher {
@@ -132,64 +129,12 @@ impl Watcher {
             changed.sort();
             changed.dedup();
             for (dir, name) in changed {
-                // Inode numbers are unique across views: each view
-                // invalidates its own.
-                for view in views.views() {
-                    invalidate(view, &notifier, &dir, name.as_deref());
+                for inv in views.invalidate(&dir, name.as_deref()) {
+                    let _ = match inv {
+                        Invalidation::Entry { parent, name } => notifier.inval_entry(INodeNo(parent), &name),
+                        Invalidation::Inode { ino, data } => notifier.inval_inode(INodeNo(ino), if data { 0 } else { -1 }, 0),
+                    };
                 }
-            }
-        }
-    }
-}
-
-/// Drops the view's and the kernel's idea of `dir/name` (or of the whole
-/// directory). Names get new lookups; directories and inodes whose data may
-/// have changed (see [`View::data_may_have_changed`]) lose their cached
-/// data; other file versions only their attributes, so processes that map
-/// an old version keep it.
-fn invalidate(view: &View, n: &Notifier, dir: &Path, name: Option<&OsStr>) {
-    view.source_changed(dir, name);
-    let inval_inode = |ino: u64| {
-        let data = view.data_may_have_changed(ino);
-        let _ = n.inval_inode(INodeNo(ino), if data { 0 } else { -1 }, 0);
-    };
-    let Some(&dir_ino) = view.known_inos(dir).first() else { return };
-    log::debug!("source changed: {}", dir.join(name.unwrap_or_default()).display());
-    inval_inode(dir_ino);
-    let names: Vec<(OsString, u64)> = match name {
-        Some(nm) => {
-            let inos = view.known_inos(&dir.join(nm));
-            if inos.is_empty() {
-                vec![(nm.to_os_string(), 0)]
-            } else {
-                inos.into_iter().map(|i| (nm.to_os_string(), i)).collect()
-            }
-        }
-        None => view.known_children(dir),
-    };
-    for (nm, ino) in &names {
-        let _ = n.inval_entry(INodeNo(dir_ino), nm);
-        if *ino != 0 {
-            inval_inode(*ino);
-        }
-    }
-    // A file that becomes (or stops being) fat makes the synthesized
-    // `.kpack` directory appear (or go).
-    if name.is_some_and(|nm| nm != KPACK_DIR) {
-        let _ = n.inval_entry(INodeNo(dir_ino), OsStr::new(KPACK_DIR));
-    }
-    // Archives planned from a changed binary live in dir/.kpack.
-    let kdir = dir.join(KPACK_DIR);
-    if let Some(&k_ino) = view.known_inos(&kdir).first() {
-        inval_inode(k_ino);
-        for (an, a_ino) in view.known_children(&kdir) {
-            let from_changed = names.iter().any(|(nm, _)| {
-                let prefix = [nm.as_bytes(), b"_"].concat();
-                an.as_bytes().starts_with(&prefix)
-            });
-            if from_changed || name.is_none() {
-                let _ = n.inval_entry(INodeNo(k_ino), &an);
-                inval_inode(a_ino);
             }
         }
     }

@@ -48,7 +48,7 @@ fn is_kpackfs_mount(mnt: &Path) -> bool {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
     info.lines().any(|l| {
         let f: Vec<&str> = l.split(' ').collect();
-        let at = f.get(4).map(|m| crate::mount::unescape_mountinfo(m));
+        let at = f.get(4).map(|m| crate::mounts::unescape_mountinfo(m));
         let fstype = f.iter().position(|x| *x == "-").and_then(|i| f.get(i + 1));
         at.as_deref() == Some(mnt.as_os_str().as_bytes()) && fstype == Some(&"fuse.kpackfs")
     })
@@ -78,7 +78,7 @@ pub fn run(mnt: &Path) -> Result<(), Failure> {
     while Instant::now() < end && is_kpackfs_mount(mnt) {
         match statfs(mnt) {
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTCONN) | Some(libc::ECONNABORTED)) => {
-                return crate::mount::detach_lazily(mnt).map_err(|e| Failure::runtime(format!("detaching {}: {e}", mnt.display())));
+                return crate::mounts::detach_lazily(mnt).map_err(|e| Failure::runtime(format!("detaching {}: {e}", mnt.display())));
             }
             // Live: a new daemon serves it (or the old one is still
             // unmounting normally) — not ours to touch; or another error:

@@ -10,9 +10,9 @@ use widestring::U16CString;
 use winapi::shared::minwindef::{BOOL, DWORD, FALSE, TRUE};
 use winapi::um::consoleapi::SetConsoleCtrlHandler;
 
-use crate::app::{source_dir, view_config, Failure};
 use crate::cli::{MountArgs, MountPoint, Naming};
 use crate::dokan_fs::KpackDokan;
+use kpackfs_cli::{source_dir, view_config, Failure};
 
 /// The mount point the console handler unmounts.
 static MOUNTED_AT: OnceLock<U16CString> = OnceLock::new();

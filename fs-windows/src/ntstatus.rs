@@ -50,7 +50,7 @@ pub const READ_ONLY: NtStatus = STATUS_MEDIA_WRITE_PROTECTED;
 ///
 /// | view error | NTSTATUS |
 /// |---|---|
-/// | `NotFound`, `NotSymlink`, source `NotFound` / `InvalidInput` (a path crossing a source symlink, a special file) | `STATUS_OBJECT_NAME_NOT_FOUND` |
+/// | `NotFound`, `NotSymlink`, `Refused` (a path crossing a source symlink, a special file, a data stream), source `NotFound` | `STATUS_OBJECT_NAME_NOT_FOUND` |
 /// | `NotDir` | `STATUS_NOT_A_DIRECTORY` |
 /// | `IsDir` | `STATUS_FILE_IS_A_DIRECTORY` |
 /// | `InvalidName`, `NameTooLong` | `STATUS_OBJECT_NAME_INVALID` |
@@ -61,7 +61,7 @@ pub const READ_ONLY: NtStatus = STATUS_MEDIA_WRITE_PROTECTED;
 pub fn from_view_error(e: &view::Error) -> NtStatus {
     use view::Error as E;
     match e {
-        E::NotFound | E::NotSymlink => STATUS_OBJECT_NAME_NOT_FOUND,
+        E::NotFound | E::NotSymlink | E::Refused(_) => STATUS_OBJECT_NAME_NOT_FOUND,
         E::NotDir => STATUS_NOT_A_DIRECTORY,
         E::IsDir => STATUS_FILE_IS_A_DIRECTORY,
         E::InvalidName | E::NameTooLong => STATUS_OBJECT_NAME_INVALID,
@@ -82,7 +82,7 @@ pub fn from_io_error(e: &io::Error) -> NtStatus {
         _ => {}
     }
     match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::InvalidInput => STATUS_OBJECT_NAME_NOT_FOUND,
+        io::ErrorKind::NotFound => STATUS_OBJECT_NAME_NOT_FOUND,
         io::ErrorKind::NotADirectory => STATUS_OBJECT_PATH_NOT_FOUND,
         io::ErrorKind::PermissionDenied => STATUS_ACCESS_DENIED,
         _ => STATUS_IO_DEVICE_ERROR,
@@ -125,6 +125,7 @@ pub fn name(s: NtStatus) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kpackfs_core::source::Refusal;
     use kpackfs_core::view::Error as E;
 
     #[test]
@@ -139,7 +140,11 @@ mod tests {
         assert_eq!(from_view_error(&E::Changed("lib/x.so".into())), STATUS_FILE_INVALID);
         let io = |k| E::Io(io::Error::new(k, "x"));
         assert_eq!(from_view_error(&io(io::ErrorKind::NotFound)), STATUS_OBJECT_NAME_NOT_FOUND);
-        assert_eq!(from_view_error(&io(io::ErrorKind::InvalidInput)), STATUS_OBJECT_NAME_NOT_FOUND);
+        for r in [Refusal::NotRegularFile, Refusal::CrossesSymlink, Refusal::DataStream, Refusal::OutsideSource("C:\\x".into())] {
+            assert_eq!(from_view_error(&E::Refused(r)), STATUS_OBJECT_NAME_NOT_FOUND);
+        }
+        // A caller's own InvalidInput is no refused name.
+        assert_eq!(from_view_error(&io(io::ErrorKind::InvalidInput)), STATUS_IO_DEVICE_ERROR);
         assert_eq!(from_view_error(&io(io::ErrorKind::PermissionDenied)), STATUS_ACCESS_DENIED);
         assert_eq!(from_view_error(&io(io::ErrorKind::UnexpectedEof)), STATUS_IO_DEVICE_ERROR);
         assert_eq!(from_view_error(&io(io::ErrorKind::Other)), STATUS_IO_DEVICE_ERROR);

@@ -64,8 +64,8 @@ pub enum SplitError {
 }
 
 impl SplitError {
-    pub fn io(path: &Path, err: io::Error) -> SplitError {
-        SplitError::Io { path: path.to_path_buf(), err }
+    pub fn io(path: &Path, err: impl Into<io::Error>) -> SplitError {
+        SplitError::Io { path: path.to_path_buf(), err: err.into() }
     }
 }
 

@@ -67,7 +67,7 @@ impl SourceTree {
 
     /// Opens directory `rel` (relative to the root) without following
     /// any symlink on the way.
-    fn dir(&self, rel: &Path) -> io::Result<DirFd<'_>> {
+    fn dir(&self, rel: &Path) -> Result<DirFd<'_>> {
         check_relative(rel)?;
         if rel.as_os_str().is_empty() {
             return Ok(DirFd::Root(self.root_fd.as_fd()));
@@ -81,9 +81,7 @@ impl SourceTree {
                     log::info!("openat2 unavailable ({e}); resolving paths component by component");
                     self.no_openat2.store(true, Ordering::Relaxed);
                 }
-                Err(e) if e == rustix::io::Errno::XDEV || e == rustix::io::Errno::LOOP => {
-                    return Err(io::Error::new(io::ErrorKind::NotFound, "path crosses a symlink"))
-                }
+                Err(e) if e == rustix::io::Errno::XDEV || e == rustix::io::Errno::LOOP => return Err(Refusal::CrossesSymlink.into()),
                 // Deeper than PATH_MAX: walk it component by component.
                 Err(e) if e == rustix::io::Errno::NAMETOOLONG => {}
                 Err(e) => return Err(e.into()),
@@ -97,15 +95,15 @@ impl SourceTree {
         Ok(cur)
     }
 
-    fn split(rel: &Path) -> io::Result<(&Path, &OsStr)> {
+    fn split(rel: &Path) -> std::result::Result<(&Path, &OsStr), Refusal> {
         match (rel.parent(), rel.file_name()) {
             (Some(p), Some(n)) => Ok((p, n)),
-            _ => Err(io::Error::new(io::ErrorKind::InvalidInput, "no file name")),
+            _ => Err(Refusal::NoFileName),
         }
     }
 
     /// `lstat` of `rel` ("" is the root).
-    pub fn stat(&self, rel: &Path) -> io::Result<SourceStat> {
+    pub fn stat(&self, rel: &Path) -> Result<SourceStat> {
         if rel.as_os_str().is_empty() {
             return Ok(convert(&rustix::fs::fstat(&self.root_fd)?));
         }
@@ -115,7 +113,7 @@ impl SourceTree {
     }
 
     /// Entries of directory `rel` (without `.` and `..`), unsorted.
-    pub fn read_dir(&self, rel: &Path) -> io::Result<Vec<(OsString, Option<SourceKind>)>> {
+    pub fn read_dir(&self, rel: &Path) -> Result<Vec<(OsString, Option<SourceKind>)>> {
         let d = self.dir(rel)?;
         let fd = rustix::fs::openat(d.fd(), ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         let mut dir = Dir::read_from(&fd)?;
@@ -139,7 +137,7 @@ impl SourceTree {
     }
 
     /// The link text of symlink `rel`, unchanged.
-    pub fn read_link(&self, rel: &Path) -> io::Result<OsString> {
+    pub fn read_link(&self, rel: &Path) -> Result<OsString> {
         let (parent, name) = Self::split(rel)?;
         let d = self.dir(parent)?;
         let target = rustix::fs::readlinkat(d.fd(), name, Vec::new())?;
@@ -147,14 +145,14 @@ impl SourceTree {
     }
 
     /// Opens regular file `rel` for reading; returns it with its `fstat`.
-    pub fn open_file(&self, rel: &Path) -> io::Result<(File, SourceStat)> {
+    pub fn open_file(&self, rel: &Path) -> Result<(File, SourceStat)> {
         let (parent, name) = Self::split(rel)?;
         let d = self.dir(parent)?;
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
         let fd = rustix::fs::openat(d.fd(), name, flags, Mode::empty())?;
         let st = convert(&rustix::fs::fstat(&fd)?);
         if st.kind != SourceKind::File {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+            return Err(Refusal::NotRegularFile.into());
         }
         Ok((File::from(fd), st))
     }

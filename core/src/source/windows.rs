@@ -212,13 +212,13 @@ impl SourceTree {
 
     /// The real path of `rel`, checking that no component but (with
     /// `allow_last_link`) the last is a symlink or junction.
-    fn resolve(&self, rel: &Path, allow_last_link: bool) -> io::Result<PathBuf> {
+    fn resolve(&self, rel: &Path, allow_last_link: bool) -> Result<PathBuf> {
         check_relative(rel)?;
         let mut p = self.root.clone();
         let n = rel.components().count();
         for (i, c) in rel.components().enumerate() {
             if c.as_os_str().as_encoded_bytes().contains(&b':') {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, "alternate data streams are not served"));
+                return Err(Refusal::DataStream.into());
             }
             p.push(c.as_os_str());
             if allow_last_link && i + 1 == n {
@@ -226,7 +226,7 @@ impl SourceTree {
             }
             let m = std::fs::symlink_metadata(&p)?;
             if m.file_type().is_symlink() {
-                return Err(io::Error::new(io::ErrorKind::NotFound, "path crosses a symlink"));
+                return Err(Refusal::CrossesSymlink.into());
             }
         }
         Ok(p)
@@ -236,23 +236,23 @@ impl SourceTree {
     /// the per-component checks of [`Self::resolve`] and the opening
     /// by path are two steps, and a directory swapped for a junction
     /// between them would be followed. The handle tells the truth.
-    fn beneath(&self, f: &File) -> io::Result<()> {
+    fn beneath(&self, f: &File) -> Result<()> {
         let Some(root) = &self.real_root else { return Ok(()) };
         match os::final_path(f) {
             Ok(p) if p.starts_with(root) => Ok(()),
-            Ok(p) => Err(io::Error::new(io::ErrorKind::NotFound, format!("{} lies outside the source", p.display()))),
+            Ok(p) => Err(Refusal::OutsideSource(p).into()),
             Err(e) if e.kind() == io::ErrorKind::Unsupported => Ok(()),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 
-    pub fn stat(&self, rel: &Path) -> io::Result<SourceStat> {
+    pub fn stat(&self, rel: &Path) -> Result<SourceStat> {
         let f = os::open_entry(&self.resolve(rel, true)?)?;
         self.beneath(&f)?;
-        stat_file(&f)
+        Ok(stat_file(&f)?)
     }
 
-    pub fn read_dir(&self, rel: &Path) -> io::Result<Vec<(OsString, Option<SourceKind>)>> {
+    pub fn read_dir(&self, rel: &Path) -> Result<Vec<(OsString, Option<SourceKind>)>> {
         let mut out = Vec::new();
         let p = self.resolve(rel, false)?;
         // (Names only: a swap between this check and the listing could
@@ -267,17 +267,17 @@ impl SourceTree {
         Ok(out)
     }
 
-    pub fn read_link(&self, rel: &Path) -> io::Result<OsString> {
+    pub fn read_link(&self, rel: &Path) -> Result<OsString> {
         Ok(std::fs::read_link(self.resolve(rel, true)?)?.into_os_string())
     }
 
-    pub fn open_file(&self, rel: &Path) -> io::Result<(File, SourceStat)> {
+    pub fn open_file(&self, rel: &Path) -> Result<(File, SourceStat)> {
         let p = self.resolve(rel, false)?;
         let f = os::open_read(&p)?;
         self.beneath(&f)?;
         let st = stat_file(&f)?;
         if st.kind != SourceKind::File {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+            return Err(Refusal::NotRegularFile.into());
         }
         Ok((f, st))
     }
@@ -337,13 +337,13 @@ mod tests {
         let tr = SourceTree::open(&root).unwrap();
         for rel in ["f:s", "f::$DATA", "d/x:y"] {
             let e = tr.stat(Path::new(rel)).unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{rel}");
+            assert!(matches!(e, SourceError::Refused(Refusal::DataStream)), "{rel}: {e:?}");
             assert!(tr.open_file(Path::new(rel)).is_err(), "{rel}");
         }
         assert!(tr.open_file(Path::new("d")).is_err());
         assert!(tr.stat(Path::new("../x")).is_err());
         assert!(tr.stat(Path::new("C:\\Windows")).is_err());
-        assert_eq!(tr.stat(Path::new("nope")).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(io::Error::from(tr.stat(Path::new("nope")).unwrap_err()).kind(), io::ErrorKind::NotFound);
         let s = tr.statfs().unwrap();
         assert!(s.blocks > 0 && s.name_max == 255, "{s:?}");
         let _ = fs::remove_dir_all(&root);

@@ -12,6 +12,7 @@
 
 mod cached;
 mod inodes;
+mod invalidate;
 mod open;
 mod plan;
 #[cfg(test)]
@@ -21,7 +22,6 @@ mod xattr;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -31,8 +31,10 @@ use thiserror::Error;
 
 pub use crate::plan::fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary, Objects, ZSTD_LEVEL};
 pub use cached::CopyPolicy;
+pub use invalidate::Invalidation;
 pub use open::OpenFile;
 pub use types::{Attr, DirEntry, DiskSnapshot, Error, NodeType, Origin, Result, Stats, StatsSnapshot, ViewConfig};
+pub use xattr::{XATTR_ARCH, XATTR_ORIGIN, XATTR_PREFIX, XATTR_SOURCE, XATTR_STATS, XATTR_TARGETS};
 
 use crate::data_cache::DiskCache;
 use crate::formats::kpack::ArchiveName;
@@ -320,9 +322,7 @@ impl View {
                 SourceKind::File => self.file_node(vpath, st),
                 SourceKind::Special => Err(Error::NotFound),
             },
-            Err(e) if e.kind() == io::ErrorKind::NotFound && name == KPACK_DIR && self.has_fat(parent) => {
-                Ok(Node::KpackDir { parent: self.tree.stat(parent)?, merged: None })
-            }
+            Err(e) if e.not_found() && name == KPACK_DIR && self.has_fat(parent) => Ok(Node::KpackDir { parent: self.tree.stat(parent)?, merged: None }),
             Err(e) => Err(e.into()),
         }
     }

@@ -69,7 +69,7 @@ impl View {
         let fat = match self.tree.open_file(rel) {
             Ok((f, fst)) if fst.id() == st.id() => host::probe_checked(&f),
             Ok(_) => return false, // changed meanwhile: its own event follows
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         };
         match fat {
             Ok(fat) => {

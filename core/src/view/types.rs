@@ -1,4 +1,4 @@
-//! The view's vocabulary: errors (mapped to errno at the boundary), its
+//! The view's vocabulary: errors (mapped to errno or NTSTATUS by the adapters), its
 //! configuration, node attributes, directory entries and operator counters.
 
 use std::ffi::OsString;
@@ -13,18 +13,13 @@ use thiserror::Error;
 use crate::formats::target::Selection;
 use crate::layout::LayoutError;
 use crate::plan::db;
-use crate::source::Time;
+use crate::source::{Refusal, SourceError, Time};
 
 use crate::plan::fat::{ArchiveCompression, ArchiveNaming};
 
-/// `ESTALE`: the C runtime on Windows has no such errno (adapters there map
-/// [`Error`] variants to NTSTATUS directly); Linux's value stands in.
-#[cfg(unix)]
-const ESTALE: i32 = libc::ESTALE;
-#[cfg(not(unix))]
-const ESTALE: i32 = 116;
-
-/// Errors at the view boundary; adapters map them with [`Error::errno`].
+/// Errors at the view boundary: each says what happened; the adapters
+/// choose the answer their protocol gives for it (fs-linux's `errno.rs`,
+/// fs-windows' `ntstatus.rs`).
 #[derive(Debug, Error)]
 pub enum Error {
     #[error("no such file or directory")]
@@ -43,6 +38,10 @@ pub enum Error {
     StaleInode(u64),
     #[error("source file changed while being served: {0}")]
     Changed(String),
+    /// The source layer refused the path or file on its own (a symlink on
+    /// the way, a special file): to the reader, the name does not exist.
+    #[error("{0}")]
+    Refused(#[from] Refusal),
     #[error("source I/O error: {0}")]
     Io(#[from] io::Error),
     #[error("{0}")]
@@ -52,37 +51,21 @@ pub enum Error {
     Cache(#[from] crate::data_cache::CacheError),
 }
 
+impl From<SourceError> for Error {
+    fn from(e: SourceError) -> Error {
+        match e {
+            SourceError::Refused(r) => Error::Refused(r),
+            SourceError::Io(e) => Error::Io(e),
+        }
+    }
+}
+
 impl Error {
     /// Whether the view has already logged this failure once for the file
     /// (a damaged compressed bundle: one warning, then EIO for every read),
     /// so an adapter need not warn again on each read.
     pub fn already_reported(&self) -> bool {
         matches!(self, Error::Layout(e) if matches!(e.decode_error(), Some(crate::formats::bundle::BundleError::HashMismatch { .. })))
-    }
-
-    /// The errno to report for this error.
-    pub fn errno(&self) -> i32 {
-        match self {
-            Error::NotFound => libc::ENOENT,
-            Error::NotDir => libc::ENOTDIR,
-            Error::IsDir => libc::EISDIR,
-            Error::NotSymlink | Error::InvalidName => libc::EINVAL,
-            Error::NameTooLong => libc::ENAMETOOLONG,
-            Error::StaleInode(_) => ESTALE,
-            Error::Changed(_) | Error::Layout(_) | Error::Cache(_) => libc::EIO,
-            Error::Io(e) => match e.kind() {
-                io::ErrorKind::NotFound => libc::ENOENT,
-                // Our own refusals of a path or file kind (no OS code): to
-                // the reader the name does not exist. An OS EINVAL stays one.
-                io::ErrorKind::InvalidInput if e.raw_os_error().is_none() => libc::ENOENT,
-                io::ErrorKind::PermissionDenied => libc::EACCES,
-                _ => match e.raw_os_error() {
-                    Some(libc::ELOOP) | Some(libc::EXDEV) => libc::ENOENT,
-                    Some(libc::ENOTDIR) => libc::ENOTDIR,
-                    _ => libc::EIO,
-                },
-            },
-        }
     }
 }
 

@@ -4,11 +4,19 @@
 
 use super::{Attr, Node, Origin, Result, View};
 
-const XATTR_ORIGIN: &str = "user.kpackfs.origin";
-const XATTR_STATS: &str = "user.kpackfs.stats";
-const XATTR_ARCH: &str = "user.kpackfs.arch";
-const XATTR_SOURCE: &str = "user.kpackfs.source";
-const XATTR_TARGETS: &str = "user.kpackfs.targets";
+/// The namespace of every operator attribute: a name outside it is never
+/// looked up (adapters answer "no such attribute" without asking).
+pub const XATTR_PREFIX: &str = "user.kpackfs.";
+/// Where a node's content comes from ([`Origin`]), on every node.
+pub const XATTR_ORIGIN: &str = "user.kpackfs.origin";
+/// The counters, on the root: they grow between two reads.
+pub const XATTR_STATS: &str = "user.kpackfs.stats";
+/// The selection, on the root.
+pub const XATTR_ARCH: &str = "user.kpackfs.arch";
+/// The source directory, on the root.
+pub const XATTR_SOURCE: &str = "user.kpackfs.source";
+/// The targets a transformed binary's source carries.
+pub const XATTR_TARGETS: &str = "user.kpackfs.targets";
 
 impl View {
     /// Names of the operator attributes of node `ino`: `user.kpackfs.origin`

@@ -15,7 +15,7 @@
 //!   address (the reference zeroes it, so the loader would produce the load
 //!   base);
 //! * old kernels: an executable's relocated program header table is mapped
-//!   where kernels before 5.18 look for it ([`pin_phdrs_for_old_kernels`](super::phdr)),
+//!   where kernels before 5.18 look for it ([`pin_phdrs_for_old_kernels`]),
 //!   as the newest upstream does (the reference maps it one page above the
 //!   highest segment, and such an executable dies before `main` on EL8).
 //!
@@ -23,7 +23,7 @@
 //! `.hip_fatbin` never is.
 
 use super::headers::*;
-use super::phdr::pin_phdrs_for_old_kernels;
+use super::phdr::{old_kernel_phdr_vaddr, relocated_table_segment};
 use super::relocs::{in_place_relocated, rela_sections, symbol_target, RelaSection};
 use super::{corrupt, vaddr_to_offset, ElfError, ElfFile, MARKER_SECTION, WRAPPER_SECTION};
 use crate::formats::wrapper::{MAGIC_HIPF, MAGIC_HIPK, WRAPPER_SIZE};
@@ -34,7 +34,7 @@ const PAGE: u64 = 0x1000;
 /// More wrappers than this is not a real binary (librocsparse has 111).
 const MAX_WRAPPERS: u64 = 1 << 20;
 
-pub(super) fn round_up(x: u64) -> u64 {
+fn round_up(x: u64) -> u64 {
     x.div_ceil(PAGE) * PAGE
 }
 
@@ -88,18 +88,18 @@ pub struct ElfPlan {
     pub marker_vaddr: u64,
 }
 
-pub(super) struct State<'a> {
-    pub(super) src: &'a dyn ReadAt,
-    pub(super) buf: Layout,
-    pub(super) eh: Ehdr,
+struct State<'a> {
+    src: &'a dyn ReadAt,
+    buf: Layout,
+    eh: Ehdr,
     /// The program headers as currently recorded for the file.
-    pub(super) phdrs: Vec<Phdr>,
-    pub(super) shdrs: Vec<Shdr>,
-    pub(super) deviations: Vec<Deviation>,
+    phdrs: Vec<Phdr>,
+    shdrs: Vec<Shdr>,
+    deviations: Vec<Deviation>,
 }
 
 impl State<'_> {
-    pub(super) fn write_ehdr(&mut self) -> Result<(), ElfError> {
+    fn write_ehdr(&mut self) -> Result<(), ElfError> {
         Ok(self.buf.write_at(0, &self.eh.to_bytes())?)
     }
 
@@ -113,7 +113,7 @@ impl State<'_> {
         Ok(u32::from_le_bytes(b.try_into().unwrap_or([0; 4])))
     }
 
-    pub(super) fn pad_to_page(&mut self) {
+    fn pad_to_page(&mut self) {
         let len = self.buf.len();
         self.buf.push_zeros(round_up(len) - len);
     }
@@ -463,6 +463,60 @@ fn zero_page(st: &mut State<'_>, fatbin: &Shdr, fatbin_idx: usize) -> Result<(),
     let table = st.shdr_table();
     st.buf.write_at(st.eh.shoff, &table)?;
     st.write_ehdr()
+}
+
+/// Makes an executable's relocated program header table visible where old
+/// kernels look for it ([`old_kernel_phdr_vaddr`]). Only files with
+/// PT_INTERP (started by the kernel; shared libraries are found by ld.so
+/// through their dynamic segment) and only a relocated table. If the
+/// address old kernels compute is above every other segment, the table's
+/// PT_LOAD and PT_PHDR are simply re-addressed there; otherwise the table is
+/// copied to a page-aligned offset far enough into the file that it is
+/// (zeros in between; the old copy stays, unmapped). Upstream pins
+/// `p_vaddr == p_offset`, which is the same rule for position-independent
+/// executables (first segment at vaddr 0) and wrong for the others, whose
+/// first segment sits at e.g. 0x400000. Returns whether anything changed.
+fn pin_phdrs_for_old_kernels(st: &mut State<'_>) -> Result<bool, ElfError> {
+    if !st.phdrs.iter().any(|p| p.p_type == PT_INTERP) {
+        return Ok(false);
+    }
+    let Some(seg) = relocated_table_segment(&st.phdrs, st.eh.phoff) else { return Ok(false) };
+    let delta = old_kernel_phdr_vaddr(&st.phdrs, 0).ok_or_else(|| corrupt("first PT_LOAD maps below its file offset"))?;
+    let want = |phoff: u64| delta.checked_add(phoff).ok_or_else(|| corrupt("program header table address overflows"));
+    if st.phdrs[seg].vaddr == want(st.eh.phoff)? {
+        return Ok(false);
+    }
+    let ceiling = round_up(st.phdrs.iter().enumerate().filter(|(i, p)| *i != seg && p.is_load()).map(|(_, p)| p.vend()).max().unwrap_or(0));
+    let mut phoff = st.eh.phoff;
+    if want(phoff)? < ceiling {
+        // Move the table up to where the computed address clears every
+        // other segment.
+        phoff = round_up(st.buf.len().max(ceiling - delta));
+        st.pad_to_page();
+        let len = st.buf.len();
+        st.buf.push_zeros(phoff - len);
+    }
+    let vaddr = want(phoff)?;
+    let mut h = st.phdrs.clone();
+    for p in h.iter_mut() {
+        if p.p_type == PT_PHDR || (p.is_load() && p.offset == st.eh.phoff) {
+            p.offset = phoff;
+            p.vaddr = vaddr;
+            p.paddr = vaddr;
+        }
+    }
+    let mut bytes = Vec::with_capacity(st.phdrs[seg].filesz as usize);
+    h.iter().for_each(|p| p.write(&mut bytes));
+    bytes.resize(st.phdrs[seg].filesz as usize, 0);
+    if phoff == st.eh.phoff {
+        st.buf.write_at(phoff, &bytes)?;
+    } else {
+        st.buf.push_bytes(bytes);
+    }
+    st.eh.phoff = phoff;
+    st.write_ehdr()?;
+    st.phdrs = h;
+    Ok(true)
 }
 
 /// Step G: the reference's structural checks. A failure means our plan
