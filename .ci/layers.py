@@ -22,7 +22,7 @@ LAYERS = {
     "io": 0, "layout": 0, "source": 0, "staging": 0, "copy": 0,
     "formats": 1,
     "plan": 2, "data_cache": 2, "machine": 2, "machine_tests": 2,
-    "view": 3, "views": 3,
+    "view": 3, "namespace": 3,
     "tools": 4, "packaging": 4,
 }
 FORBIDDEN = [

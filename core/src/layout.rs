@@ -31,7 +31,7 @@ pub enum LayoutError {
     },
     /// A blob decoded to fewer bytes than its plan said.
     #[error("the blob at {at:#x} decoded shorter than planned")]
-    ShortBlob { at: u64 },
+    ShortDecode { at: u64 },
     /// The layout has a blob but the reader was given no decoder.
     #[error("the blob at {at:#x} needs a decoder")]
     NoDecoder { at: u64 },
@@ -63,9 +63,9 @@ impl LayoutError {
 /// An encoded (compressed) blob of the source whose decoded bytes some
 /// extents use. The layout knows only where it is and how long it decodes
 /// to; `header` is the encoding's own header as stored, which only its
-/// decoder (a [`BlobStore`]) interprets.
+/// decoder (a [`Decoder`]) interprets.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct BlobRef {
+pub struct Encoded {
     /// Offset of the blob in the source file.
     pub at: u64,
     /// Its length including the header.
@@ -80,16 +80,16 @@ pub struct BlobRef {
 /// decodes itself. The view's caches decoded objects in a shared LRU, so a
 /// sequentially read archive decodes each object once; the bundle format
 /// offers plain decoders for tests and one-shot tools.
-pub trait BlobStore: Send + Sync {
-    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError>;
+pub trait Decoder: Send + Sync {
+    fn object(&self, src: &dyn ReadAt, blob: &Encoded, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError>;
 }
 
 /// For layouts read without decoding (headers being planned): a blob is
 /// an error, never zeros.
-pub struct NoBlobs;
+pub struct NoDecoding;
 
-impl BlobStore for NoBlobs {
-    fn object(&self, _: &dyn ReadAt, blob: &BlobRef, _: u64, _: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+impl Decoder for NoDecoding {
+    fn object(&self, _: &dyn ReadAt, blob: &Encoded, _: u64, _: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
         Err(LayoutError::NoDecoder { at: blob.at })
     }
 }
@@ -106,9 +106,9 @@ pub enum Piece {
         offset: usize,
     },
     Zeros,
-    /// Decoded bytes of `blob` starting at `offset`.
-    Blob {
-        blob: Arc<BlobRef>,
+    /// Bytes of `encoded`, decoded, starting at `offset`.
+    Decoded {
+        encoded: Arc<Encoded>,
         offset: u64,
     },
 }
@@ -119,7 +119,7 @@ impl fmt::Debug for Piece {
             Piece::Source { offset } => write!(f, "Source@{offset:#x}"),
             Piece::Bytes { data, offset } => write!(f, "Bytes[{}]@{offset}", data.len()),
             Piece::Zeros => write!(f, "Zeros"),
-            Piece::Blob { blob, offset } => write!(f, "Blob({:#x})@{offset:#x}", blob.at),
+            Piece::Decoded { encoded: blob, offset } => write!(f, "Decoded({:#x})@{offset:#x}", blob.at),
         }
     }
 }
@@ -130,7 +130,7 @@ impl Piece {
             Piece::Source { offset } => Piece::Source { offset: offset + by },
             Piece::Bytes { data, offset } => Piece::Bytes { data: data.clone(), offset: offset + by as usize },
             Piece::Zeros => Piece::Zeros,
-            Piece::Blob { blob, offset } => Piece::Blob { blob: blob.clone(), offset: offset + by },
+            Piece::Decoded { encoded: blob, offset } => Piece::Decoded { encoded: blob.clone(), offset: offset + by },
         }
     }
 }
@@ -149,7 +149,7 @@ pub struct Layout {
 }
 
 /// Largest piece of a decoded code object one read decodes and holds.
-const BLOB_WINDOW: u64 = 16 << 20;
+const DECODE_WINDOW: u64 = 16 << 20;
 
 impl Layout {
     pub fn new() -> Layout {
@@ -203,8 +203,8 @@ impl Layout {
         self.push(len, Piece::Zeros);
     }
 
-    pub fn push_blob(&mut self, blob: Arc<BlobRef>, offset: u64, len: u64) {
-        self.push(len, Piece::Blob { blob, offset });
+    pub fn push_decoded(&mut self, blob: Arc<Encoded>, offset: u64, len: u64) {
+        self.push(len, Piece::Decoded { encoded: blob, offset });
     }
 
     /// Index of the extent containing `pos` (`pos < len`).
@@ -269,14 +269,14 @@ impl Layout {
     pub fn read_vec(&self, off: u64, len: usize, src: &dyn ReadAt) -> Result<Vec<u8>, LayoutError> {
         self.check(off, len as u64)?;
         let mut v = vec![0u8; len];
-        self.read_at(off, &mut v, src, &NoBlobs)?;
+        self.read_at(off, &mut v, src, &NoDecoding)?;
         Ok(v)
     }
 
     /// Fills `buf` from `offset`; returns the bytes read (short only at the
     /// end of the layout). A source that is shorter than planned is an
     /// error, never silently wrong bytes.
-    pub fn read_at(&self, offset: u64, buf: &mut [u8], src: &dyn ReadAt, blobs: &dyn BlobStore) -> Result<usize, LayoutError> {
+    pub fn read_at(&self, offset: u64, buf: &mut [u8], src: &dyn ReadAt, blobs: &dyn Decoder) -> Result<usize, LayoutError> {
         if offset >= self.len || buf.is_empty() {
             return Ok(0);
         }
@@ -288,13 +288,13 @@ impl Layout {
             let pos = offset + done as u64;
             let within = pos - e.start;
             // A code object is the unit decoded and cached — up to
-            // BLOB_WINDOW; a larger one (only hostile input comes near) is
+            // DECODE_WINDOW; a larger one (only hostile input comes near) is
             // decoded window by window, so no read holds more than a window
             // in memory. Other pieces are one window.
             let (win, win_end) = match e.piece {
-                Piece::Blob { .. } => {
-                    let win = within / BLOB_WINDOW * BLOB_WINDOW;
-                    (win, (win + BLOB_WINDOW).min(e.len))
+                Piece::Decoded { .. } => {
+                    let win = within / DECODE_WINDOW * DECODE_WINDOW;
+                    (win, (win + DECODE_WINDOW).min(e.len))
                 }
                 _ => (0, e.len),
             };
@@ -307,10 +307,10 @@ impl Layout {
                     out.copy_from_slice(&data[s..s + n]);
                 }
                 Piece::Zeros => out.fill(0),
-                Piece::Blob { blob, offset: bo } => {
+                Piece::Decoded { encoded: blob, offset: bo } => {
                     let d = blobs.object(src, blob, *bo + win, win_end - win)?;
                     let s = (within - win) as usize;
-                    let slice = d.get(s..s + n).ok_or(LayoutError::ShortBlob { at: blob.at })?;
+                    let slice = d.get(s..s + n).ok_or(LayoutError::ShortDecode { at: blob.at })?;
                     out.copy_from_slice(slice);
                 }
             }
@@ -340,7 +340,7 @@ impl Layout {
     }
 
     /// Reads the whole layout (tests and small files only).
-    pub fn materialize(&self, src: &dyn ReadAt, blobs: &dyn BlobStore) -> Result<Vec<u8>, LayoutError> {
+    pub fn materialize(&self, src: &dyn ReadAt, blobs: &dyn Decoder) -> Result<Vec<u8>, LayoutError> {
         let mut v = vec![0u8; self.len as usize];
         let n = self.read_at(0, &mut v, src, blobs)?;
         v.truncate(n);
@@ -372,7 +372,7 @@ impl Layout {
                 let merged = match (&last.piece, &e.piece) {
                     (Piece::Source { offset: a }, Piece::Source { offset: b }) => a + last.len == *b,
                     (Piece::Zeros, Piece::Zeros) => true,
-                    (Piece::Blob { blob: x, offset: a }, Piece::Blob { blob: y, offset: b }) => Arc::ptr_eq(x, y) && a + last.len == *b,
+                    (Piece::Decoded { encoded: x, offset: a }, Piece::Decoded { encoded: y, offset: b }) => Arc::ptr_eq(x, y) && a + last.len == *b,
                     _ => false,
                 };
                 if merged {
@@ -396,8 +396,8 @@ mod tests {
     /// asked for.
     struct Synthetic(std::sync::atomic::AtomicU64);
 
-    impl BlobStore for Synthetic {
-        fn object(&self, _src: &dyn ReadAt, _blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+    impl Decoder for Synthetic {
+        fn object(&self, _src: &dyn ReadAt, _blob: &Encoded, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
             self.0.fetch_max(len, std::sync::atomic::Ordering::Relaxed);
             Ok(Arc::new((offset..offset + len).map(|i| (i % 251) as u8).collect()))
         }
@@ -409,14 +409,14 @@ mod tests {
     /// of memory per read, not its claim).
     #[test]
     fn large_blobs_are_read_in_windows() {
-        let blob = Arc::new(BlobRef { at: 0, len: 100, decoded_len: 3 * BLOB_WINDOW + 77, header: Arc::from(&[][..]) });
+        let blob = Arc::new(Encoded { at: 0, len: 100, decoded_len: 3 * DECODE_WINDOW + 77, header: Arc::from(&[][..]) });
         let mut l = Layout::new();
         l.push_bytes(vec![7u8; 10]);
-        l.push_blob(blob, 5, 2 * BLOB_WINDOW + 50);
+        l.push_decoded(blob, 5, 2 * DECODE_WINDOW + 50);
         l.push_bytes(vec![9u8; 10]);
         let store = Synthetic(std::sync::atomic::AtomicU64::new(0));
         let want = |pos: u64| -> u8 {
-            let end = 10 + 2 * BLOB_WINDOW + 50;
+            let end = 10 + 2 * DECODE_WINDOW + 50;
             if pos < 10 {
                 7
             } else if pos < end {
@@ -426,7 +426,9 @@ mod tests {
             }
         };
         let src: Vec<u8> = Vec::new();
-        for (off, len) in [(0u64, 64usize), (BLOB_WINDOW, 4096), (10 + BLOB_WINDOW - 3, 10), (2 * BLOB_WINDOW, (BLOB_WINDOW + 200) as usize), (5, 1 << 20)] {
+        for (off, len) in
+            [(0u64, 64usize), (DECODE_WINDOW, 4096), (10 + DECODE_WINDOW - 3, 10), (2 * DECODE_WINDOW, (DECODE_WINDOW + 200) as usize), (5, 1 << 20)]
+        {
             let mut buf = vec![0u8; len];
             let n = l.read_at(off, &mut buf, &src, &store).unwrap();
             assert_eq!(n as u64, len.min((l.len() - off) as usize) as u64);
@@ -434,7 +436,7 @@ mod tests {
                 assert_eq!(*b, want(off + k as u64), "byte {}", off + k as u64);
             }
         }
-        assert!(store.0.load(std::sync::atomic::Ordering::Relaxed) <= BLOB_WINDOW);
+        assert!(store.0.load(std::sync::atomic::Ordering::Relaxed) <= DECODE_WINDOW);
     }
 
     fn model_apply(model: &mut Vec<u8>, layout: &mut Layout, op: &(u8, u64, u64, u8)) {
@@ -486,11 +488,11 @@ mod tests {
             let mut compacted = layout.clone();
             compacted.compact();
             for l in [&layout, &compacted] {
-                prop_assert_eq!(&l.materialize(&src, &NoBlobs).unwrap(), &model);
+                prop_assert_eq!(&l.materialize(&src, &NoDecoding).unwrap(), &model);
                 for (off, n) in &reads {
                     let off = if model.is_empty() { 0 } else { off % (model.len() as u64 + 5) };
                     let mut buf = vec![0xAAu8; *n];
-                    let got = l.read_at(off, &mut buf, &src, &NoBlobs).unwrap();
+                    let got = l.read_at(off, &mut buf, &src, &NoDecoding).unwrap();
                     let want: &[u8] = model.get(off as usize..).map(|s| &s[..s.len().min(*n)]).unwrap_or(&[]);
                     prop_assert_eq!(&buf[..got], want);
                 }
@@ -503,7 +505,7 @@ mod tests {
         let src = vec![1u8; 10];
         let l = Layout::passthrough(20);
         let mut buf = [0u8; 20];
-        assert!(l.read_at(0, &mut buf, &src, &NoBlobs).is_err());
+        assert!(l.read_at(0, &mut buf, &src, &NoDecoding).is_err());
         let mut l = Layout::new();
         l.push_zeros(4);
         assert!(l.write_at(2, &[1, 2, 3]).is_err());

@@ -83,7 +83,7 @@ fn ccob_headers_match_the_spec_table() {
         // The header a layout carries for its decoder is the stored one,
         // byte for byte (clang-offload-bundler wrote these).
         assert_eq!(header.to_bytes(), &data[..head_len], "{f}: header as the layout carries it");
-        assert_eq!(ccob::blob_header(&ccob::blob_ref(0, *len, header)).unwrap(), *header, "{f}");
+        assert_eq!(ccob::encoded_header(&ccob::encoded(0, *len, header)).unwrap(), *header, "{f}");
     }
 }
 

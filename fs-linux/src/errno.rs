@@ -73,7 +73,7 @@ mod tests {
             (Error::StaleInode(7), libc::ESTALE),
             (Error::Changed("lib/x.so".into()), libc::EIO),
             (Error::Cache(kpackfs_core::data_cache::CacheError::Unavailable("x".into())), libc::EIO),
-            (Error::Layout(LayoutError::ShortBlob { at: 0 }), libc::EIO),
+            (Error::Layout(LayoutError::ShortDecode { at: 0 }), libc::EIO),
             (Error::Layout(LayoutError::decode(0, io::Error::other("x"))), libc::EIO),
             (Error::Refused(Refusal::NotRegularFile), libc::ENOENT),
             (Error::Refused(Refusal::CrossesSymlink), libc::ENOENT),

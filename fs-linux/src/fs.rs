@@ -23,9 +23,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use dashmap::DashMap;
 use fuser::{Errno, FileAttr, FileType, INodeNo, OpenAccMode, OpenFlags};
 
+use kpackfs_core::namespace::Namespace;
 use kpackfs_core::source::{FsStats, Time};
 use kpackfs_core::view::{Attr, DirEntry, NodeType, OpenFile, XATTR_PREFIX, XATTR_STATS};
-use kpackfs_core::views::Views;
 
 use crate::errno::errno;
 use crate::watch::Watcher;
@@ -162,7 +162,7 @@ struct DirHandle {
 /// The filesystem of one mount; `B` is the kernel's passthrough backing id
 /// (`fuser::BackingId`).
 pub struct Fs<B> {
-    views: Arc<Views>,
+    views: Arc<Namespace>,
     ttl: Duration,
     want_passthrough: bool,
     passthrough: AtomicBool,
@@ -189,7 +189,7 @@ thread_local! {
 impl<B> Fs<B> {
     /// `passthrough`: use kernel passthrough where the kernel offers it
     /// (see [`Fs::set_passthrough`]).
-    pub fn new(views: Arc<Views>, ttl: Duration, passthrough: bool, watcher: Option<Arc<Watcher>>) -> Fs<B> {
+    pub fn new(views: Arc<Namespace>, ttl: Duration, passthrough: bool, watcher: Option<Arc<Watcher>>) -> Fs<B> {
         Fs {
             views,
             ttl,

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use fuser::{Errno, FileType, OpenFlags};
 use kpackfs_core::formats::target::Selection;
+use kpackfs_core::namespace::Namespace;
 use kpackfs_core::view::{ArchiveNaming, View, ViewConfig, ROOT_INO};
-use kpackfs_core::views::Views;
 
 use crate::fs::{BackingOpener, DirPlusReplier, DirReplier, Entry, Fs, XattrReply, NEGATIVE_TTL, STATS_SLACK};
 
@@ -65,7 +65,7 @@ impl BackingOpener<Backing> for Opener {
 
 fn fs_over(src: &Path, passthrough: bool) -> Fs<Backing> {
     let view = View::new(view_cfg(src)).unwrap();
-    let fs = Fs::new(Arc::new(Views::single(view)), TTL, passthrough, None);
+    let fs = Fs::new(Arc::new(Namespace::single(view)), TTL, passthrough, None);
     fs.set_passthrough(passthrough);
     fs
 }
@@ -103,7 +103,7 @@ fn lookup_answers_entries_and_negative_entries() {
     // Missing: a negative entry (node 0), kept at most NEGATIVE_TTL.
     let neg = fs.lookup(ROOT_INO, OsStr::new("libnone.so")).unwrap();
     assert_eq!((neg.attr.ino.0, neg.ttl), (0, NEGATIVE_TTL));
-    let short = Fs::<Backing>::new(Arc::new(Views::single(View::new(view_cfg(src.path())).unwrap())), Duration::from_secs(1), false, None);
+    let short = Fs::<Backing>::new(Arc::new(Namespace::single(View::new(view_cfg(src.path())).unwrap())), Duration::from_secs(1), false, None);
     assert_eq!(short.lookup(ROOT_INO, OsStr::new("libnone.so")).unwrap().ttl, Duration::from_secs(1));
     // Errors other than a missing name are errors.
     let file = ino(&fs, ROOT_INO, "libhost.so");

@@ -20,8 +20,8 @@ use fuser::{Config, MountOption, SessionACL};
 
 use crate::cli::MountArgs;
 use kpackfs_cli::{normalize_args, open_view, parse_size, selection_warning, source_dir, view_config, Compression, Failure, Naming};
+use kpackfs_core::namespace::Namespace;
 use kpackfs_core::view::CopyPolicy;
-use kpackfs_core::views::Views;
 
 use crate::mounts::{detach_lazily, is_mountpoint, unescape_mountinfo};
 
@@ -264,7 +264,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     // `--views a,b/c`: one view per item (`/`, or `+` before a target, joins
     // targets of one view); the first is configured as `--arch` would be,
     // the others alike.
-    let view_sels = kpackfs_core::views::view_selections(&args.views);
+    let view_sels = kpackfs_core::namespace::view_selections(&args.views);
     if !view_sels.is_empty() {
         if args.view.arch.is_some() {
             return Err(Failure::usage("--arch and --views exclude each other (each view names its targets)"));
@@ -370,7 +370,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(e.to_string()))?;
     let policy = if args.materialize { CopyPolicy::All } else { CopyPolicy::Decoding };
     let first = open_view(cfg, &args.view, policy)?;
-    let view = Arc::new(if view_sels.is_empty() { Views::single(first) } else { Views::several(first, more) });
+    let view = Arc::new(if view_sels.is_empty() { Namespace::single(first) } else { Namespace::several(first, more) });
     let watcher = match crate::watch::Watcher::new(&src) {
         Ok(w) => Some(w),
         Err(e) => {

@@ -1,7 +1,7 @@
 //! Keeps the kernel's caches honest when the source changes under a live
 //! mount. An inotify watch on every source directory the kernel has seen
 //! turns each change into the invalidations the view names
-//! ([`Views::invalidate`]: the entry, the inode, the directory listing, the
+//! ([`Namespace::invalidate`]: the entry, the inode, the directory listing, the
 //! `.kpack` archives planned from a changed binary), which this module only
 //! forwards to the kernel.
 //!
@@ -19,8 +19,8 @@ use fuser::{INodeNo, Notifier};
 use rustix::fd::OwnedFd;
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
+use kpackfs_core::namespace::Namespace;
 use kpackfs_core::view::Invalidation;
-use kpackfs_core::views::Views;
 
 pub struct Watcher {
     fd: OwnedFd,
@@ -72,7 +72,7 @@ impl Watcher {
     }
 
     /// Reads events forever, invalidating what they touch.
-    pub fn run(self: Arc<Self>, views: Arc<Views>, notifier: Notifier) {
+    pub fn run(self: Arc<Self>, views: Arc<Namespace>, notifier: Notifier) {
         let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 * 1024];
         loop {
             let mut changed: Vec<(PathBuf, Option<OsString>)> = Vec::new();

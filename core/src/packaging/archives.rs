@@ -15,7 +15,7 @@ use crate::formats::bundle::ObjectLocation;
 use crate::formats::kpack::{ArchiveName, ArchiveSpec, BlobData};
 use crate::formats::msgpack::Value;
 use crate::formats::target::{Selection, TargetId};
-use crate::plan::fat::{ArchiveCompression, ArchiveNaming, FatBinary};
+use crate::plan::{ArchiveCompression, ArchiveNaming};
 
 use super::scan::{Entry, EntryKind, FileClass, Input};
 
@@ -88,7 +88,7 @@ pub fn plan(
             for (w, wobjs) in fb.plan.wrappers.iter().zip(&objs.objects) {
                 let key = format!("{}#{}", fb.marker.kernel_name, w.index);
                 for k in &keys {
-                    let Some(o) = FatBinary::best_for(wobjs, k) else { continue };
+                    let Some(o) = crate::plan::best_for(wobjs, k) else { continue };
                     let next = spec.blobs.len() as u64;
                     let ordinal = *ordinals.entry((ei, o.location.clone())).or_insert_with(|| {
                         spec.blobs.push(blob_of(&o.location));
@@ -129,7 +129,7 @@ fn blob_of(loc: &ObjectLocation) -> BlobData {
     match loc {
         ObjectLocation::Range { offset, len } => BlobData::Source { offset: *offset, len: *len },
         ObjectLocation::InCcob { ccob_at, ccob_len, header, offset, len } => {
-            BlobData::Decoded { blob: std::sync::Arc::new(crate::formats::bundle::ccob::blob_ref(*ccob_at, *ccob_len, header)), offset: *offset, len: *len }
+            BlobData::Decoded { blob: std::sync::Arc::new(crate::formats::bundle::ccob::encoded(*ccob_at, *ccob_len, header)), offset: *offset, len: *len }
         }
     }
 }

@@ -32,7 +32,7 @@ use thiserror::Error;
 
 use crate::formats::target::{Selection, TargetId};
 use crate::plan::db::{DbArch, Rules};
-use crate::plan::fat::{ArchiveCompression, ArchiveNaming};
+use crate::plan::{ArchiveCompression, ArchiveNaming};
 use crate::source::{SourceTree, Time};
 use crate::staging::Staging;
 

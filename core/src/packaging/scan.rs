@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::formats::host::NotTransformed;
 use crate::formats::marker::Marker;
 use crate::plan::db::{DbArch, Rules};
-use crate::plan::fat::{FatBinary, Objects};
+use crate::plan::{FatBinary, Objects};
 use crate::source::{SourceKind, SourceStat, SourceTree};
 
 use super::manifest::{read_artifact_manifest, ARTIFACT_MANIFEST};

@@ -20,7 +20,7 @@ use crate::formats::bundle::ccob::Uncached;
 use crate::formats::bundle::{ccob, ObjectLocation};
 use crate::formats::kpack::compress_frame;
 use crate::io::read_vec_at;
-use crate::plan::fat::ZSTD_LEVEL;
+use crate::plan::ZSTD_LEVEL;
 use crate::source::{SourceStat, SourceTree};
 
 use super::archives::PlannedArchive;

@@ -1,8 +1,14 @@
 //! Deciding what a source file becomes, for the live view and the offline
-//! tools alike: the fat-binary analysis and code-object selection
-//! ([`fat`]), and the database-file rules ([`db`]). Planning reads
-//! formats and produces layouts; it knows nothing of inodes, handles,
-//! caches or the adapters.
+//! tools alike: the fat-binary analysis ([`binary`]), code-object selection
+//! ([`select`]), the archive plan ([`archive`]) and the database-file
+//! rules ([`db`]). Planning reads formats and produces layouts; it knows
+//! nothing of inodes, handles, caches or the adapters.
 
+pub mod archive;
+pub mod binary;
 pub mod db;
-pub mod fat;
+pub mod select;
+
+pub use archive::{ArchiveCompression, ArchiveNaming, ArchivePlan, Archives, ZSTD_LEVEL};
+pub use binary::{FatBinary, Refusal};
+pub use select::{best_for, Objects};

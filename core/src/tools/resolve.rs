@@ -22,7 +22,6 @@ use crate::formats::marker::{Marker, MAX_MARKER};
 use crate::formats::target::{compatible_targets, device_arch_list, TargetId};
 use crate::formats::wrapper::WrapperKind;
 use crate::io::{read_vec_at, ReadAt};
-use crate::plan::fat::FatBinary;
 
 /// Which loader's selection rule to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,7 +266,7 @@ fn fat_choice(src: &dyn ReadAt, w: &RawWrapper, arch_list: &[TargetId]) -> Resul
     let chunk = bundle::parse_chunk(src, off, off + w.mapped_len).map_err(|e| LoadError::Io(e.to_string()))?;
     let objs = bundle::chunk_objects(src, &chunk, w.index as usize).map_err(|e| LoadError::Io(e.to_string()))?;
     for a in arch_list {
-        if let Some(o) = FatBinary::best_for(&objs, a) {
+        if let Some(o) = crate::plan::best_for(&objs, a) {
             let bytes = bundle::read_object(src, &o.location).map_err(|e| LoadError::Decompression(e.to_string()))?;
             return Ok(Resolved { archive: None, key: o.entry_id.clone(), arch: o.arch.clone(), bytes });
         }

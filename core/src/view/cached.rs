@@ -39,7 +39,7 @@ use crate::source::SourceId;
 
 use super::open::OpenFile;
 use super::{Error, Result, ViewConfig};
-use crate::plan::fat::{ArchivePlan, FatBinary, ZSTD_LEVEL};
+use crate::plan::{ArchivePlan, FatBinary, ZSTD_LEVEL};
 
 /// Bumped whenever what the view writes for the same inputs changes, so
 /// entries of an older kpackfs are never served.

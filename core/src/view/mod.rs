@@ -13,8 +13,8 @@
 mod cached;
 mod inodes;
 mod invalidate;
+mod lookup;
 mod open;
-mod plan;
 #[cfg(test)]
 mod select_tests;
 mod types;
@@ -29,7 +29,7 @@ use std::sync::{Arc, OnceLock};
 use dashmap::DashMap;
 use thiserror::Error;
 
-pub use crate::plan::fat::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary, Objects, ZSTD_LEVEL};
+pub use crate::plan::{ArchiveCompression, ArchiveNaming, ArchivePlan, FatBinary, Objects, ZSTD_LEVEL};
 pub use cached::CopyPolicy;
 pub use invalidate::Invalidation;
 pub use open::OpenFile;
@@ -43,8 +43,8 @@ use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree}
 
 use cached::{Caches, Scope};
 use inodes::Inodes;
+use lookup::Analysis;
 use open::{Content, Shared, Slots};
-use plan::Analysis;
 
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
@@ -60,13 +60,22 @@ enum Node {
         merged: Option<SourceStat>,
     },
     Symlink(SourceStat),
-    Pass(SourceStat),
+    /// A source file served unchanged.
+    Unchanged(SourceStat),
     Transformed(SourceStat, Arc<FatBinary>),
     Archive(SourceStat, Arc<FatBinary>, Arc<ArchivePlan>),
     /// A compressed archive known from the disk cache alone (its archives
-    /// not planned): the binary's stat, its file name (the archive group),
-    /// its content identity (`Caches::content_id`), the archive's length.
-    CachedArchive(SourceStat, String, [u8; 16], u64),
+    /// not planned).
+    CachedArchive {
+        /// The binary's stat.
+        binary: SourceStat,
+        /// The binary's file name (the archive group).
+        group: String,
+        /// The binary's content identity (`Caches::content_id`).
+        content: [u8; 16],
+        /// The archive's length.
+        len: u64,
+    },
 }
 
 /// A cached directory listing.
@@ -81,7 +90,7 @@ struct Listing {
 fn node_id(n: &Node) -> Option<SourceId> {
     match n {
         Node::Dir(_) | Node::KpackDir { .. } => None,
-        Node::Symlink(st) | Node::Pass(st) | Node::Transformed(st, _) | Node::Archive(st, _, _) | Node::CachedArchive(st, _, _, _) => Some(st.id()),
+        Node::Symlink(st) | Node::Unchanged(st) | Node::Transformed(st, _) | Node::Archive(st, _, _) | Node::CachedArchive { binary: st, .. } => Some(st.id()),
     }
 }
 
@@ -349,13 +358,13 @@ impl View {
                 a
             }
             Node::Symlink(st) => from(st, NodeType::Symlink, Origin::Symlink, st.size),
-            Node::Pass(st) => from(st, NodeType::File, Origin::Passthrough, st.size),
+            Node::Unchanged(st) => from(st, NodeType::File, Origin::Unchanged, st.size),
             Node::Transformed(st, fb) => {
                 let mut a = from(st, NodeType::File, Origin::Transformed, fb.plan.layout.len());
                 a.nlink = 1;
                 a
             }
-            Node::CachedArchive(st, _, _, len) => {
+            Node::CachedArchive { binary: st, len, .. } => {
                 let mut a = from(st, NodeType::File, Origin::Archive, *len);
                 a.nlink = 1;
                 a
@@ -541,7 +550,7 @@ impl View {
         self.stats.opens.fetch_add(1, Ordering::Relaxed);
         let attr = self.attr(ino, &node);
         let mut cached = None;
-        if let Node::CachedArchive(st, _, content, len) = &node {
+        if let Node::CachedArchive { binary: st, content, len, .. } = &node {
             let key = Caches::key(self.tree.root(), rel, &st.id(), content, &self.cfg, "archive");
             match self.caches.cached_archive(&key) {
                 Some(d) if d.len() == *len => cached = Some(d),
@@ -559,7 +568,7 @@ impl View {
         let (bin_rel, content, want): (PathBuf, Content, SourceId) = match node {
             Node::Dir(_) | Node::KpackDir { .. } => return Err(Error::IsDir),
             Node::Symlink(_) => return Err(Error::NotFound),
-            Node::Pass(st) => (rel.to_path_buf(), Content::Pass(Layout::passthrough(st.size)), st.id()),
+            Node::Unchanged(st) => (rel.to_path_buf(), Content::Pass(Layout::passthrough(st.size)), st.id()),
             Node::Transformed(st, fb) => {
                 plan_of = Some(fb.clone());
                 (rel.to_path_buf(), Content::Binary(fb), st.id())
@@ -570,7 +579,7 @@ impl View {
                 plan_of = Some(fb);
                 (bin, Content::Archive(ap), st.id())
             }
-            Node::CachedArchive(st, group, _, _) => {
+            Node::CachedArchive { binary: st, group, .. } => {
                 let dir = rel.parent().and_then(Path::parent).unwrap_or(Path::new(""));
                 let d = cached.ok_or_else(|| Error::Changed(rel.display().to_string()))?;
                 (dir.join(group), Content::Compressed(d), st.id())
@@ -581,7 +590,7 @@ impl View {
             // Changed between planning and opening.
             return Err(Error::Changed(bin_rel.display().to_string()));
         }
-        let shared = Shared { slots: self.slots.clone(), blobs: self.caches.memory.clone(), stats: self.stats.clone() };
+        let shared = Shared { slots: self.slots.clone(), memory: self.caches.memory.clone(), stats: self.stats.clone() };
         let content = match content {
             Content::Archive(ap) if ap.compressed => {
                 let fb = plan_of.as_ref().ok_or_else(|| Error::Changed(rel.display().to_string()))?;

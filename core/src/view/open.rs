@@ -11,11 +11,11 @@ use crate::data_cache::{CacheError, Data, Key, MemoryCache, Sink};
 use crate::formats::bundle::ccob::{self, CcobHeader};
 use crate::formats::bundle::BundleError;
 use crate::io::ReadAt;
-use crate::layout::{BlobRef, BlobStore, Layout, LayoutError};
+use crate::layout::{Decoder, Encoded, Layout, LayoutError};
 use crate::source::{self, SourceId, SourceStat};
 
 use super::{Attr, Error, Origin, Result, Stats};
-use crate::plan::fat::{ArchivePlan, FatBinary};
+use crate::plan::{ArchivePlan, FatBinary};
 
 /// Decodes of compressed bundles running at once: each holds an object
 /// buffer and a zstd window outside the cache budget, so their number is
@@ -103,7 +103,7 @@ fn check_key(id: &SourceId, at: u64) -> Key {
 /// with it). Later objects and windows of a checked CCOB decode only up to
 /// their end; a damaged one fails every read with a typed error (EIO at
 /// the mount) after one warning.
-struct Blobs<'a> {
+struct DecodedObjects<'a> {
     cache: &'a MemoryCache,
     slots: &'a Slots,
     id: SourceId,
@@ -111,23 +111,23 @@ struct Blobs<'a> {
     path: &'a std::path::Path,
 }
 
-impl Blobs<'_> {
+impl DecodedObjects<'_> {
     /// The remembered verdict on `blob`: `Some(Ok)` checked and sound,
     /// `Some(Err)` damaged, `None` not checked (or forgotten).
-    fn verdict(&self, blob: &BlobRef, h: &CcobHeader) -> Option<std::result::Result<(), LayoutError>> {
+    fn verdict(&self, blob: &Encoded, h: &CcobHeader) -> Option<std::result::Result<(), LayoutError>> {
         let v = self.cache.peek(&check_key(&self.id, blob.at))?;
         let computed = u64::from_le_bytes(v.get(..8)?.try_into().ok()?);
         Some(if computed == h.hash { Ok(()) } else { Err(LayoutError::decode(blob.at, BundleError::HashMismatch { at: blob.at, stored: h.hash, computed })) })
     }
 
-    fn remember(&self, blob: &BlobRef, computed: u64) {
+    fn remember(&self, blob: &Encoded, computed: u64) {
         let _ = self.cache.get_or_load_tagged(&check_key(&self.id, blob.at), version_tag(&self.id), || Ok(Arc::new(computed.to_le_bytes().to_vec())));
     }
 }
 
-impl BlobStore for Blobs<'_> {
-    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> std::result::Result<Arc<Vec<u8>>, LayoutError> {
-        let h = ccob::blob_header(blob).map_err(|e| LayoutError::decode(blob.at, e))?;
+impl Decoder for DecodedObjects<'_> {
+    fn object(&self, src: &dyn ReadAt, blob: &Encoded, offset: u64, len: u64) -> std::result::Result<Arc<Vec<u8>>, LayoutError> {
+        let h = ccob::encoded_header(blob).map_err(|e| LayoutError::decode(blob.at, e))?;
         let checked = match self.verdict(blob, &h) {
             Some(Err(e)) => return Err(e),
             Some(Ok(())) => true,
@@ -171,7 +171,7 @@ impl BlobStore for Blobs<'_> {
 #[derive(Clone)]
 pub(super) struct Shared {
     pub slots: Arc<Slots>,
-    pub blobs: Arc<MemoryCache>,
+    pub memory: Arc<MemoryCache>,
     pub stats: Arc<Stats>,
 }
 
@@ -185,13 +185,30 @@ pub struct OpenFile {
     id: SourceId,
     /// Mode, owner and link count of the source when opened (see
     /// [`OpenFile::unchanged`]).
-    meta: (u32, u32, u32, u64),
+    meta: SourceMeta,
     attr: Attr,
     /// Where the previous read ended (sequential-access detection).
     last_end: AtomicU64,
     /// Layout position up to which source extents were prefetched.
     prefetched: AtomicU64,
     pub(super) path: PathBuf,
+}
+
+/// What a source file's inode says beyond its content identity: a change
+/// of these alone (chmod, chown, a new hard link) changes the `ctime` but
+/// not the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SourceMeta {
+    perm: u32,
+    uid: u32,
+    gid: u32,
+    nlink: u64,
+}
+
+impl SourceMeta {
+    fn of(st: &SourceStat) -> SourceMeta {
+        SourceMeta { perm: st.perm, uid: st.uid, gid: st.gid, nlink: st.nlink }
+    }
 }
 
 impl OpenFile {
@@ -202,7 +219,7 @@ impl OpenFile {
             content,
             file,
             id: st.id(),
-            meta: (st.perm, st.uid, st.gid, st.nlink),
+            meta: SourceMeta::of(st),
             attr,
             last_end: AtomicU64::new(u64::MAX),
             prefetched: AtomicU64::new(0),
@@ -267,7 +284,7 @@ impl OpenFile {
 
     pub fn origin(&self) -> Origin {
         match self.content {
-            Content::Pass(_) => Origin::Passthrough,
+            Content::Pass(_) => Origin::Unchanged,
             Content::Binary(_) => Origin::Transformed,
             Content::Archive(_) | Content::Compressed(_) => Origin::Archive,
         }
@@ -298,7 +315,7 @@ impl OpenFile {
     /// size and mtime (`cp -p`, `rsync --inplace -t`): refused.
     fn unchanged(&self, now: &SourceStat) -> bool {
         let id = now.id();
-        id == self.id || (id.same_content(&self.id) && (now.perm, now.uid, now.gid, now.nlink) != self.meta)
+        id == self.id || (id.same_content(&self.id) && SourceMeta::of(now) != self.meta)
     }
 
     /// Fills `buf` from `offset`; returns the count (short only at EOF).
@@ -341,8 +358,8 @@ impl OpenFile {
     }
 
     /// Decoded-blob access for external copy loops.
-    pub fn blob_store(&self) -> impl BlobStore + '_ {
-        Blobs { cache: &self.shared.blobs, slots: &self.shared.slots, id: self.id, path: &self.path }
+    pub fn blob_store(&self) -> impl Decoder + '_ {
+        DecodedObjects { cache: &self.shared.memory, slots: &self.shared.slots, id: self.id, path: &self.path }
     }
 
     /// Writes the served bytes to `dst` (offset 0; truncated to the length):

@@ -15,7 +15,7 @@ use crate::layout::LayoutError;
 use crate::plan::db;
 use crate::source::{Refusal, SourceError, Time};
 
-use crate::plan::fat::{ArchiveCompression, ArchiveNaming};
+use crate::plan::{ArchiveCompression, ArchiveNaming};
 
 /// Errors at the view boundary: each says what happened; the adapters
 /// choose the answer their protocol gives for it (fs-linux's `errno.rs`,
@@ -99,7 +99,10 @@ pub enum Origin {
     /// A `.kpack` directory made (or extended) by the view.
     KpackDir,
     Symlink,
-    Passthrough,
+    /// A source file served unchanged (`user.kpackfs.origin` keeps the
+    /// value it has always had, `passthrough`; not to be confused with
+    /// FUSE kernel passthrough, an adapter's way of serving any file).
+    Unchanged,
     Transformed,
     Archive,
 }
@@ -110,7 +113,7 @@ impl fmt::Display for Origin {
             Origin::Dir => "directory",
             Origin::KpackDir => "kpack-directory",
             Origin::Symlink => "symlink",
-            Origin::Passthrough => "passthrough",
+            Origin::Unchanged => "passthrough",
             Origin::Transformed => "transformed",
             Origin::Archive => "archive",
         })

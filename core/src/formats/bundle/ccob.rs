@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use super::{parse_bundle, scan_fatbin, Bundle, BundleError, Chunk};
 use crate::io::{read_exact_at, LeBytes, ReadAt};
-use crate::layout::{BlobRef, BlobStore, LayoutError};
+use crate::layout::{Decoder, Encoded, LayoutError};
 
 /// Decoded size cap: far above any real bundle, well below "allocate the
 /// machine". Claims above it are rejected before any decoding.
@@ -113,12 +113,12 @@ impl CcobHeader {
 
 /// The layout's handle on the CCOB at `at` (`len` bytes): where it is, how
 /// long it decodes to, and its header, which only the decoders here read.
-pub fn blob_ref(at: u64, len: u64, h: &CcobHeader) -> BlobRef {
-    BlobRef { at, len, decoded_len: h.uncompressed_size, header: h.to_bytes().into() }
+pub fn encoded(at: u64, len: u64, h: &CcobHeader) -> Encoded {
+    Encoded { at, len, decoded_len: h.uncompressed_size, header: h.to_bytes().into() }
 }
 
-/// The header of a blob made by [`blob_ref`].
-pub fn blob_header(blob: &BlobRef) -> Result<CcobHeader, BundleError> {
+/// The header of a blob made by [`encoded`].
+pub fn encoded_header(blob: &Encoded) -> Result<CcobHeader, BundleError> {
     parse_header(&blob.header, blob.at)
 }
 
@@ -133,9 +133,9 @@ fn layout_err(at: u64) -> impl Fn(BundleError) -> LayoutError {
 /// header's hash (tests, one-shot tools).
 pub struct Uncached;
 
-impl BlobStore for Uncached {
-    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
-        let h = blob_header(blob).map_err(layout_err(blob.at))?;
+impl Decoder for Uncached {
+    fn object(&self, src: &dyn ReadAt, blob: &Encoded, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+        let h = encoded_header(blob).map_err(layout_err(blob.at))?;
         Ok(Arc::new(decode_range(src, blob.at, blob.len, &h, offset, len).map_err(layout_err(blob.at))?))
     }
 }
@@ -150,9 +150,9 @@ pub struct CheckedOnce {
     checked: std::sync::Mutex<std::collections::HashSet<u64>>,
 }
 
-impl BlobStore for CheckedOnce {
-    fn object(&self, src: &dyn ReadAt, blob: &BlobRef, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
-        let h = blob_header(blob).map_err(layout_err(blob.at))?;
+impl Decoder for CheckedOnce {
+    fn object(&self, src: &dyn ReadAt, blob: &Encoded, offset: u64, len: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+        let h = encoded_header(blob).map_err(layout_err(blob.at))?;
         let done = self.checked.lock().unwrap_or_else(|p| p.into_inner()).contains(&blob.at);
         if done {
             return Ok(Arc::new(decode_range_prechecked(src, blob.at, blob.len, &h, offset, len).map_err(layout_err(blob.at))?));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::formats::msgpack::{self, Value};
 use crate::io::ReadAt;
-use crate::layout::{BlobRef, BlobStore, Layout, LayoutError};
+use crate::layout::{Decoder, Encoded, Layout, LayoutError};
 
 use super::{KpackError, Scheme, Toc, TocEntry, HEADER_LEN, KPACK_MAGIC, KPACK_VERSION, SCHEME_NONE, SCHEME_ZSTD};
 
@@ -17,7 +17,7 @@ pub enum BlobData {
     /// A range of the source file (uncompressed bundle payload).
     Source { offset: u64, len: u64 },
     /// A range of a decoded CCOB.
-    Decoded { blob: Arc<BlobRef>, offset: u64, len: u64 },
+    Decoded { blob: Arc<Encoded>, offset: u64, len: u64 },
     /// Bytes in memory.
     Owned(Arc<[u8]>),
 }
@@ -36,13 +36,13 @@ impl BlobData {
     fn push_to(&self, l: &mut Layout) {
         match self {
             BlobData::Source { offset, len } => l.push_source(*offset, *len),
-            BlobData::Decoded { blob, offset, len } => l.push_blob(blob.clone(), *offset, *len),
+            BlobData::Decoded { blob, offset, len } => l.push_decoded(blob.clone(), *offset, *len),
             BlobData::Owned(b) => l.push_bytes(b.clone()),
         }
     }
 
     /// The bytes, for writers that must transform them (compression).
-    pub fn read(&self, src: &dyn ReadAt, blobs: &dyn BlobStore) -> Result<Vec<u8>, LayoutError> {
+    pub fn read(&self, src: &dyn ReadAt, blobs: &dyn Decoder) -> Result<Vec<u8>, LayoutError> {
         let mut l = Layout::new();
         self.push_to(&mut l);
         l.materialize(src, blobs)
@@ -161,7 +161,7 @@ impl ArchiveSpec {
     }
 
     /// Scheme `zstd-per-kernel` in memory (see [`ArchiveSpec::write_zstd`]).
-    pub fn bytes_zstd(&self, src: &dyn ReadAt, store: &dyn BlobStore, level: i32) -> Result<Vec<u8>, KpackError> {
+    pub fn bytes_zstd(&self, src: &dyn ReadAt, store: &dyn Decoder, level: i32) -> Result<Vec<u8>, KpackError> {
         let mut out = std::io::Cursor::new(Vec::new());
         self.write_zstd(src, store, level, &mut out)?;
         Ok(out.into_inner())
@@ -173,7 +173,7 @@ impl ArchiveSpec {
     /// time on all cores (frames are independent) and written in ordinal
     /// order, so memory holds one batch, never the archive. Returns the
     /// archive's length.
-    pub fn write_zstd<W: Write + Seek + ?Sized>(&self, src: &dyn ReadAt, store: &dyn BlobStore, level: i32, out: &mut W) -> Result<u64, KpackError> {
+    pub fn write_zstd<W: Write + Seek + ?Sized>(&self, src: &dyn ReadAt, store: &dyn Decoder, level: i32, out: &mut W) -> Result<u64, KpackError> {
         let io = |e: std::io::Error| KpackError::Io(e);
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
         let count = u32::try_from(self.blobs.len()).map_err(|_| KpackError::Decompress("too many code objects".into()))?;
@@ -208,7 +208,7 @@ impl ArchiveSpec {
 }
 
 /// One code object as one zstd frame (see [`compress_frame`]).
-fn compress_one(b: &BlobData, src: &dyn ReadAt, store: &dyn BlobStore, level: i32) -> Result<Vec<u8>, KpackError> {
+fn compress_one(b: &BlobData, src: &dyn ReadAt, store: &dyn Decoder, level: i32) -> Result<Vec<u8>, KpackError> {
     let data = b.read(src, store).map_err(|e| KpackError::Io(std::io::Error::other(e.to_string())))?;
     compress_frame(&data, level)
 }

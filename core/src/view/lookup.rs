@@ -14,7 +14,7 @@ use crate::formats::kpack::ArchiveName;
 
 use super::cached::{Caches, Scope};
 use super::{rel_str, Error, Node, Result, View, KPACK_DIR};
-use crate::plan::fat::{self, ArchiveCompression, FatBinary};
+use crate::plan::{ArchiveCompression, FatBinary};
 
 /// How a source file is served.
 #[derive(Debug, Clone)]
@@ -165,7 +165,7 @@ impl View {
     }
 
     /// The archives of a planned binary (second planning stage, once).
-    pub(super) fn archives(&self, rel: &Path, fb: &FatBinary) -> Result<Arc<fat::Archives>> {
+    pub(super) fn archives(&self, rel: &Path, fb: &FatBinary) -> Result<Arc<crate::plan::Archives>> {
         if let Some(a) = fb.archives_if_ready(&self.cfg.selection, self.cfg.naming, self.cfg.compression) {
             return Ok(a);
         }
@@ -186,7 +186,7 @@ impl View {
         }
         let (fst, a) = self.analyze(rel, &st)?;
         Ok(match a {
-            Analysis::Plain => Node::Pass(fst),
+            Analysis::Plain => Node::Unchanged(fst),
             Analysis::Fat(fb) => Node::Transformed(fst, fb),
         })
     }
@@ -222,7 +222,7 @@ impl View {
                     Ok(Some(content)) => {
                         let key = Caches::key(self.tree.root(), &arel, &fst.id(), &content, &self.cfg, "archive");
                         if let Some(len) = self.caches.cached_archive_len(&key) {
-                            return Ok(Some(Node::CachedArchive(fst, group.to_string(), content, len)));
+                            return Ok(Some(Node::CachedArchive { binary: fst, group: group.to_string(), content, len }));
                         }
                     }
                     Ok(None) => {}

@@ -3,7 +3,7 @@
 //! after its selection, sharing one engine (plans, code-object cache, disk
 //! cache) — so a node serving several GPU kinds runs one daemon.
 //!
-//! Views' inode numbers carry their view in the high byte (see
+//! Namespace' inode numbers carry their view in the high byte (see
 //! [`View::sibling`]), so routing is a shift and every number the kernel
 //! sees is unique; only the top directory (inode 1) is this module's own.
 
@@ -55,21 +55,21 @@ pub fn view_selections<S: AsRef<str>>(items: &[S]) -> Vec<String> {
     out
 }
 
-pub struct Views {
+pub struct Namespace {
     /// Directory names and views; with `top`, the mount's root lists them.
     views: Vec<(OsString, Arc<View>)>,
     top: bool,
 }
 
-impl Views {
+impl Namespace {
     /// One view at the mount's root.
-    pub fn single(view: View) -> Views {
-        Views { views: vec![(OsString::new(), Arc::new(view))], top: false }
+    pub fn single(view: View) -> Namespace {
+        Namespace { views: vec![(OsString::new(), Arc::new(view))], top: false }
     }
 
     /// `first` and views for the other configurations, each under a
     /// directory named after its selection (`gfx90a:xnack-/…`).
-    pub fn several(first: View, others: Vec<ViewConfig>) -> Views {
+    pub fn several(first: View, others: Vec<ViewConfig>) -> Namespace {
         let mut views = Vec::with_capacity(others.len() + 1);
         // The first view is renumbered too: every view lives below the top.
         let first_cfg = first.config().clone();
@@ -80,7 +80,7 @@ impl Views {
         for v in all {
             views.push((OsString::from(v.config().selection.to_string()), Arc::new(v)));
         }
-        Views { views, top: true }
+        Namespace { views, top: true }
     }
 
     pub fn views(&self) -> impl Iterator<Item = &Arc<View>> {
