@@ -5,7 +5,8 @@
 #
 # Source: a generated tree shaped like a kernel/database install — DIRS
 # directories of FILES small files each (text databases, YAML, Python, and
-# a quarter of `.co` files that start with ELF magic, 100 B to 6 KiB), one
+# a quarter of `.co` files with a valid ELF header as GPU code objects have,
+# 100 B to 6 KiB), one
 # fat library (test_assets/bin/libmulti.so, so `.kpack/` appears in lib/)
 # with a symlink to it, and a non-fat host library. Generated once under
 # bench/work/tree/src (kept while its shape is unchanged).
@@ -22,7 +23,8 @@
 # Figures are medians of the samples; ratios are against plainfs measured
 # in the same run. Needs root (mounts, drop_caches). Full runs also write
 # bench/RESULTS-tree.md. KPACKFS=/path/to/kpackfs measures that binary
-# instead of building one.
+# instead of building one; KPACKFS_BEFORE=/path/to/kpackfs adds the variant
+# `before` (that binary, as `kpackfs`), for before/after ratios in one run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODE=full; REPS=3
@@ -47,17 +49,18 @@ if [ -n "${KPACKFS:-}" ]; then K=$KPACKFS; else
   K=$ROOT/target/release/kpackfs
 fi
 cp "$K" "$W/kpackfs"; K=$W/kpackfs   # a rebuild during the run cannot change it
+KB=""; [ -n "${KPACKFS_BEFORE:-}" ] && { cp "$KPACKFS_BEFORE" "$W/kpackfs-before"; KB=$W/kpackfs-before; }
 cargo build --release --locked -q --manifest-path "$ROOT/bench/plainfs/Cargo.toml" --target-dir "$ROOT/target/bench-plainfs"
 P=$ROOT/target/bench-plainfs/release/plainfs
 REV="$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- core fs-linux || echo '+uncommitted')"
 
 # --- the tree ------------------------------------------------------------------
-SHAPE="dirs=$DIRS files=$FILES v1"
+SHAPE="dirs=$DIRS files=$FILES v2"
 if [ "$(cat "$W/shape" 2>/dev/null)" != "$SHAPE" ]; then
   echo "bench/tree.sh: generating $DIRS x $FILES files under $SRC" >&2
   rm -rf "$SRC" "$W/shape"
   python3 - "$SRC" "$DIRS" "$FILES" <<'EOF'
-import os, random, sys
+import os, random, struct, sys
 src, dirs, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(23)
 for d in range(dirs):
@@ -66,8 +69,10 @@ for d in range(dirs):
     for i in range(files):
         kind = i % 4
         n = rng.randrange(100, 6144)
-        if kind == 0:   # a code object: ELF magic, then filler
-            name, body = f"kernel_{i:05}.co", b"\x7fELF\x02\x01\x01" + bytes(rng.getrandbits(8) for _ in range(16)) * (n // 16)
+        if kind == 0:   # a GPU code object's shape: a valid ELF64 header (ET_DYN,
+                        # EM_AMDGPU, one null section header), then filler
+            ehdr = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 3, 224, 1, 0, 0, 64, 0, 64, 56, 0, 64, 1, 0)
+            name, body = f"kernel_{i:05}.co", ehdr + bytes(64) + bytes(rng.getrandbits(8) for _ in range(16)) * (n // 16)
         elif kind == 1:
             name, body = f"solution_{i:05}.yaml", (f"- {{index: {i}, tile: [{i % 64}, {i % 32}]}}\n" * (n // 40)).encode()
         elif kind == 2:
@@ -105,6 +110,7 @@ start() { # VARIANT MNT
   case $v in
     plainfs) "$P" "$SRC" "$m" 2>>"$W/daemons.log" & ;;
     kpackfs) "$K" mount -f "$SRC" "$m" --arch gfx90a --cache-dir none 2>>"$W/daemons.log" & ;;
+    before) "$KB" mount -f "$SRC" "$m" --arch gfx90a --cache-dir none 2>>"$W/daemons.log" & ;;
     kpackfs-warmdir) "$K" mount -f "$SRC" "$m" --arch gfx90a --cache-dir "$CACHE" 2>>"$W/daemons.log" & ;;
   esac
   PID[$m]=$!
@@ -131,6 +137,7 @@ find "$MNT/prime" -type f -printf '%s\n' > /dev/null
 stop "$MNT/prime"
 
 VARIANTS=(direct plainfs kpackfs kpackfs-warmdir)
+[ -n "$KB" ] && VARIANTS+=(before)
 RAW=$W/raw.tsv; : > "$RAW"
 for r in $(seq "$REPS"); do
   for kind in readdir stat; do
@@ -146,9 +153,9 @@ for r in $(seq "$REPS"); do
 done
 
 # --- report ------------------------------------------------------------------------
-python3 - "$RAW" "$MODE" "$REPS" "$NFILES" "$NDIRS" "$REV" "$("$K" --version | awk '{print $2}')" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF' | tee "$W/RESULTS.md"
+python3 - "$RAW" "$MODE" "$REPS" "$NFILES" "$NDIRS" "$REV" "$("$K" --version | awk '{print $2}')" "$(cut -d' ' -f1-3 /proc/loadavg)" "${KPACKFS_BEFORE_LABEL:-$KB}" <<'EOF' | tee "$W/RESULTS.md"
 import statistics, sys, datetime
-raw, mode, reps, nfiles, ndirs, rev, ver, load = sys.argv[1:]
+raw, mode, reps, nfiles, ndirs, rev, ver, load, before = sys.argv[1:]
 s = {}
 lines = {}
 for l in open(raw):
@@ -169,6 +176,13 @@ for kind in ("readdir", "stat"):
     ratio = lambda a, b: f"{a / b:.2f}" if a and b else "n/a"
     print(f"| {names[kind]} | {ms(g('direct'))} | {ms(g('plainfs'))} | {ms(g('kpackfs'))} | **{ratio(g('kpackfs'), g('plainfs'))}** "
           f"| {ms(g('kpackfs-warmdir'))} | **{ratio(g('kpackfs-warmdir'), g('plainfs'))}** |")
+if any(k[1] == "before" for k in med):
+    print(f"\nBefore (`{before}`, same run, --cache-dir none):\n")
+    print("| walk | kpackfs before | before / plainfs | kpackfs now / plainfs |")
+    print("|---|---|---|---|")
+    for kind in ("readdir", "stat"):
+        g = lambda v: med.get((kind, v))
+        print(f"| {names[kind]} | {g('before') * 1000:,.0f} ms | **{g('before') / g('plainfs'):.2f}** | **{g('kpackfs') / g('plainfs'):.2f}** |")
 print()
 print("Files listed: " + ", ".join(f"{k[1]} {n}" for k, n in sorted(lines.items()) if k[0] == "stat")
       + " (kpackfs also lists the fat library's archives under lib/.kpack/).")
