@@ -12,6 +12,7 @@
 mod dir;
 mod disk;
 mod memory;
+mod records;
 
 use std::fs::File;
 use std::io::{self, Seek, Write};
@@ -23,6 +24,7 @@ use thiserror::Error;
 pub use dir::{default_dir, own_dir, OWN_SUBDIR, TAG_NAME};
 pub use disk::{DiskCache, DiskCacheError, DiskStats};
 pub use memory::{ByteLru, CacheStats};
+pub use records::RecordStore;
 
 /// The in-memory implementation: decoded values by key.
 pub type MemoryCache = ByteLru<Key, CacheError>;

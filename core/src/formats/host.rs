@@ -50,6 +50,10 @@ impl Host {
         with_format!(self, f => f.check_fat())
     }
 
+    pub fn check_plan(&self) -> Result<(), NotTransformed> {
+        with_format!(self, f => f.check_plan())
+    }
+
     pub fn fat_section(&self) -> Option<(u64, u64)> {
         with_format!(self, f => f.fat_section())
     }
@@ -103,6 +107,53 @@ pub fn probe_checked(src: &dyn ReadAt) -> io::Result<bool> {
         Ok(()) => Ok(true),
         Err(HostError::Io(e)) if is_transient(&e) => Err(e),
         Err(_) => Ok(false),
+    }
+}
+
+/// What a headers-only look at a file says about how it is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Served unchanged, nothing to say (not a host binary, no device
+    /// code, already kpacked): planning it would answer the same.
+    Plain,
+    /// A fat binary the view transforms.
+    Fat,
+    /// A host binary whose headers the planner refuses (and logs why).
+    Refused,
+}
+
+/// Files shorter than this cannot be fat binaries, so a listing need not
+/// open them. ELF: the 64-byte file header, a 64-byte section header
+/// (which may overlap the file header only from its padding, offset 8, on:
+/// at offset 0-7 its name offset would be the fixed magic bytes, pointing
+/// far past any name table), so ending at 72 or later, and the 12 bytes of
+/// the name `.hip_fatbin\0`, which no constrained header field can hold:
+/// at least 84 bytes even for a hand-made file. PE32+ needs more (DOS
+/// header, signature, COFF and optional headers).
+pub const MIN_FAT_SIZE: u64 = 80;
+
+/// [`probe_checked`] with the planner's three answers. Reading the first
+/// four bytes settles almost every file; only ELF/PE files have their
+/// headers parsed.
+pub fn probe_class(src: &dyn ReadAt) -> io::Result<Probe> {
+    let mut magic = [0u8; 4];
+    match read_exact_at(src, 0, &mut magic) {
+        Ok(()) => {}
+        Err(e) if is_transient(&e) => return Err(e),
+        Err(_) => return Ok(Probe::Plain),
+    }
+    if format_of(&magic).is_none() {
+        return Ok(Probe::Plain);
+    }
+    match Host::open(src) {
+        Ok(h) => Ok(match h.check_plan() {
+            Ok(()) => Probe::Fat,
+            Err(NotTransformed::Plain) => Probe::Plain,
+            Err(NotTransformed::Refused(_)) => Probe::Refused,
+        }),
+        Err(HostError::Io(e)) if is_transient(&e) => Err(e),
+        Err(HostError::NotHost) => Ok(Probe::Plain),
+        Err(_) => Ok(Probe::Refused),
     }
 }
 

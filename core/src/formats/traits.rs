@@ -118,6 +118,11 @@ pub trait HostFile: Sized {
     /// `Ok` for a fat binary the view transforms; the error says why not.
     fn check_fat(&self) -> Result<(), HostError>;
 
+    /// [`HostFile::check_fat`] as the planner judges it: `Plain` for a
+    /// binary served unchanged without comment (no device code, already
+    /// kpacked), `Refused` for one the planner would refuse and say so.
+    fn check_plan(&self) -> Result<(), NotTransformed>;
+
     /// File offset and size of the device-code section, if it has file
     /// bytes inside the file.
     fn fat_section(&self) -> Option<(u64, u64)>;

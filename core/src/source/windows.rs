@@ -252,6 +252,16 @@ impl SourceTree {
         Ok(stat_file(&f)?)
     }
 
+    /// `lstat` of the entries `names` of directory `rel` (one by one here).
+    pub fn stat_many(&self, rel: &Path, names: &[&OsStr]) -> Result<Vec<Result<SourceStat>>> {
+        Ok(names.iter().map(|n| check_name(n).map_err(SourceError::from).and_then(|()| self.stat(&rel.join(n)))).collect())
+    }
+
+    /// Opens the regular files `names` of directory `rel` (one by one here).
+    pub fn open_many(&self, rel: &Path, names: &[&OsStr]) -> Result<Vec<Result<(File, SourceStat)>>> {
+        Ok(names.iter().map(|n| check_name(n).map_err(SourceError::from).and_then(|()| self.open_file(&rel.join(n)))).collect())
+    }
+
     pub fn read_dir(&self, rel: &Path) -> Result<Vec<(OsString, Option<SourceKind>)>> {
         let mut out = Vec::new();
         let p = self.resolve(rel, false)?;

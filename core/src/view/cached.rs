@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use dashmap::DashMap;
 use md5::{Digest, Md5};
 
-use crate::data_cache::{CacheError, Data, DataCache, DiskCache, Key, MemoryCache, Sink};
+use crate::data_cache::{CacheError, Data, DataCache, DiskCache, Key, MemoryCache, RecordStore, Sink};
 use crate::formats::bundle::ccob::CheckedOnce;
 use crate::formats::host::HostPlan;
 use crate::io::ReadAt;
@@ -44,6 +44,9 @@ use crate::plan::{ArchivePlan, FatBinary, ZSTD_LEVEL};
 /// Bumped whenever what the view writes for the same inputs changes, so
 /// entries of an older kpackfs are never served.
 const FORMAT: &[u8] = b"kpackfs-cache-2";
+
+/// Subdirectory of the cache directory holding probe records.
+const PROBES_SUBDIR: &str = "probes";
 
 fn id_bytes(id: &SourceId) -> Vec<u8> {
     let mut b = Vec::with_capacity(56);
@@ -123,6 +126,9 @@ pub(super) struct Caches {
     /// Decoded code objects (and compressed archives when there is no disk).
     pub memory: Arc<MemoryCache>,
     pub disk: Option<Arc<DiskCache>>,
+    /// Probe results per source directory (see `View::fat_files`), in a
+    /// subdirectory of the cache directory.
+    pub probes: Option<Arc<RecordStore>>,
     policy: CopyPolicy,
     copies: Option<Copies>,
     /// Content identities computed in this process, by source version and
@@ -149,12 +155,19 @@ const BUNDLE_HEAD: usize = 32;
 
 impl Caches {
     pub fn new(cache_bytes: u64) -> Caches {
-        Caches { memory: Arc::new(MemoryCache::new(cache_bytes)), disk: None, policy: CopyPolicy::Never, copies: None, contents: DashMap::new() }
+        Caches { memory: Arc::new(MemoryCache::new(cache_bytes)), disk: None, probes: None, policy: CopyPolicy::Never, copies: None, contents: DashMap::new() }
     }
 
     pub fn with_disk(&mut self, disk: Arc<DiskCache>, policy: CopyPolicy) -> std::io::Result<()> {
         if policy != CopyPolicy::Never {
             self.copies = Some(Copies::start(disk.clone())?);
+        }
+        // Probe records live in a subdirectory with its own bound and
+        // counters: they are tiny, and must not take the room or the
+        // figures of the entries above.
+        match RecordStore::open(disk.dir(), PROBES_SUBDIR, (disk.limit() / 64).max(1 << 20)) {
+            Ok(p) => self.probes = Some(Arc::new(p)),
+            Err(e) => log::warn!("probe results will not be kept on disk: {e}"),
         }
         self.disk = Some(disk);
         self.policy = policy;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use crate::formats::host::{self, NotTransformed};
+use crate::formats::host::{self, NotTransformed, Probe};
 use crate::source::{SourceKind, SourceStat};
 
 use crate::formats::kpack::ArchiveName;
@@ -51,38 +51,6 @@ fn slow_plan_hook(rel: &str) {
 fn slow_plan_hook(_rel: &str) {}
 
 impl View {
-    /// Cheap, cached: does this file (by identity) look like a fat binary?
-    /// Only definite answers are cached: a file that could not be opened or
-    /// read now (out of descriptors, an I/O error) is asked again next
-    /// time, so its `.kpack` directory never goes missing for good while
-    /// the binary itself is served transformed.
-    pub(super) fn probe(&self, rel: &Path, st: &SourceStat) -> bool {
-        if let Some(p) = self.probes.get(rel).filter(|p| p.0 == st.id()) {
-            return p.1;
-        }
-        // A plan made for this very version already knows.
-        if let Some(cell) = self.analyses.get(&(st.id(), rel.to_path_buf())).map(|c| c.clone()) {
-            if let Some(a) = cell.get() {
-                return matches!(a, Analysis::Fat(_));
-            }
-        }
-        let fat = match self.tree.open_file(rel) {
-            Ok((f, fst)) if fst.id() == st.id() => host::probe_checked(&f),
-            Ok(_) => return false, // changed meanwhile: its own event follows
-            Err(e) => Err(e.into()),
-        };
-        match fat {
-            Ok(fat) => {
-                self.probes.insert(rel.to_path_buf(), (st.id(), fat));
-                fat
-            }
-            Err(e) => {
-                log::debug!("{}: probe failed ({e}); will retry", rel.display());
-                false
-            }
-        }
-    }
-
     /// Plans (once per identity and path) how a regular file is served.
     pub(super) fn analyze(&self, rel: &Path, st: &SourceStat) -> Result<(SourceStat, Analysis)> {
         let key = (st.id(), rel.to_path_buf());
@@ -90,6 +58,11 @@ impl View {
             if let Some(a) = cell.get() {
                 return Ok((st.clone(), a.clone()));
             }
+        }
+        // A listing's probe of this very version found nothing to plan (the
+        // planner would say the same, silently): no need to open it again.
+        if self.probes.get(rel).is_some_and(|p| p.0 == st.id() && p.1 == Probe::Plain) {
+            return Ok((st.clone(), Analysis::Plain));
         }
         let (file, fst) = self.tree.open_file(rel)?;
         let key = (fst.id(), rel.to_path_buf());

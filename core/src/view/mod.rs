@@ -15,6 +15,7 @@ mod inodes;
 mod invalidate;
 mod lookup;
 mod open;
+mod probes;
 #[cfg(test)]
 mod select_tests;
 mod types;
@@ -113,7 +114,7 @@ pub struct View {
     /// Fatness of the last probed version of each path (one entry per
     /// path: a file replaced again and again keeps one entry, not one per
     /// version, so memory stays flat over long runs).
-    probes: Arc<DashMap<PathBuf, (SourceId, bool)>>,
+    probes: Arc<DashMap<PathBuf, (SourceId, crate::formats::host::Probe)>>,
     listings: DashMap<PathBuf, Arc<Listing>>,
     /// Counts source-change events; a listing built while one arrived is
     /// not kept (see [`View::listing`]).
@@ -193,6 +194,7 @@ impl View {
             bytes_served: s.bytes_served.load(Ordering::Relaxed),
             plans_built: s.plans_built.load(Ordering::Relaxed),
             plans_refused: s.plans_refused.load(Ordering::Relaxed),
+            probes_run: s.probes_run.load(Ordering::Relaxed),
             cache_hits: c.hits.load(Ordering::Relaxed),
             cache_misses: c.misses.load(Ordering::Relaxed),
             cache_evictions: c.evictions.load(Ordering::Relaxed),
@@ -261,35 +263,49 @@ impl View {
         let epoch = self.listing_epoch.load(Ordering::SeqCst);
         let mut raw = self.tree.read_dir(rel)?;
         raw.sort_by(|a, b| a.0.cmp(&b.0));
+        // Names and types come from the directory itself; what is hidden
+        // is decided by name. Entries other than directories are stat'ed
+        // (their inode numbers name their version), all through one handle
+        // on the directory.
+        raw.retain(|(name, kind)| match kind {
+            Some(SourceKind::Special) => false,
+            Some(SourceKind::Dir) => !self.hidden_dir(&rel.join(name)),
+            Some(SourceKind::File) => !self.hidden(&rel.join(name)),
+            _ => true,
+        });
+        let want: Vec<&OsStr> = raw.iter().filter(|(_, k)| *k != Some(SourceKind::Dir)).map(|(n, _)| n.as_os_str()).collect();
+        let mut stats = self.tree.stat_many(rel, &want)?.into_iter();
         let mut entries = Vec::with_capacity(raw.len() + 1);
-        let mut fat_files = Vec::new();
+        let mut files = Vec::new();
         for (name, kind) in raw {
             let child = rel.join(&name);
             let child_st = match kind {
-                Some(SourceKind::Special) => continue,
-                _ => match self.tree.stat(&child) {
-                    Ok(s) => s,
-                    Err(_) => continue,
+                Some(SourceKind::Dir) => None,
+                _ => match stats.next() {
+                    Some(Ok(s)) => Some(s),
+                    _ => continue,
                 },
             };
-            let t = match child_st.kind {
-                SourceKind::Dir if self.hidden_dir(&child) => continue,
-                SourceKind::Dir => NodeType::Dir,
-                SourceKind::Symlink => NodeType::Symlink,
-                SourceKind::File => {
-                    if self.hidden(&child) {
-                        continue;
-                    }
-                    if self.probe(&child, &child_st) {
-                        fat_files.push(name.clone());
-                    }
-                    NodeType::File
-                }
-                SourceKind::Special => continue,
+            let t = match (kind, &child_st) {
+                (Some(SourceKind::Dir), _) => NodeType::Dir,
+                (_, Some(s)) => match s.kind {
+                    // (Types the directory did not tell, checked as above.)
+                    SourceKind::Dir if kind.is_none() && self.hidden_dir(&child) => continue,
+                    SourceKind::Dir => NodeType::Dir,
+                    SourceKind::Symlink => NodeType::Symlink,
+                    SourceKind::File if kind.is_none() && self.hidden(&child) => continue,
+                    SourceKind::File => NodeType::File,
+                    SourceKind::Special => continue,
+                },
+                _ => continue,
             };
-            let id = (t != NodeType::Dir).then(|| child_st.id());
-            entries.push(DirEntry { ino: self.inodes.ino_of(&child, id), name, kind: t });
+            let id = child_st.as_ref().filter(|_| t != NodeType::Dir).map(SourceStat::id);
+            entries.push(DirEntry { ino: self.inodes.ino_of(&child, id), name: name.clone(), kind: t });
+            if let (NodeType::File, Some(s)) = (t, child_st) {
+                files.push((name, s));
+            }
         }
+        let fat_files = self.fat_files(rel, &st, &files);
         if !fat_files.is_empty() && !entries.iter().any(|e| e.name == KPACK_DIR) {
             let k = rel.join(KPACK_DIR);
             entries.push(DirEntry { ino: self.inodes.ino_of(&k, None), name: KPACK_DIR.into(), kind: NodeType::Dir });

@@ -153,6 +153,9 @@ pub struct Stats {
     pub bytes_served: AtomicU64,
     pub plans_built: AtomicU64,
     pub plans_refused: AtomicU64,
+    /// Files opened to tell whether they are fat binaries (see
+    /// `View::fat_files`): what a warm cache directory saves.
+    pub probes_run: AtomicU64,
 }
 
 /// A point-in-time copy of the counters.
@@ -164,6 +167,8 @@ pub struct StatsSnapshot {
     pub bytes_served: u64,
     pub plans_built: u64,
     pub plans_refused: u64,
+    /// Files opened to probe them ([`Stats::probes_run`]).
+    pub probes_run: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
     pub cache_evictions: u64,
@@ -202,6 +207,7 @@ impl fmt::Display for StatsSnapshot {
         writeln!(f, "bytes_served {}", self.bytes_served)?;
         writeln!(f, "plans_built {}", self.plans_built)?;
         writeln!(f, "plans_refused {}", self.plans_refused)?;
+        writeln!(f, "probes_run {}", self.probes_run)?;
         writeln!(f, "cache_hits {}", self.cache_hits)?;
         writeln!(f, "cache_misses {}", self.cache_misses)?;
         writeln!(f, "cache_evictions {}", self.cache_evictions)?;

@@ -41,6 +41,10 @@ impl HostFile for ElfFile {
         self.classify().map_err(format_err)
     }
 
+    fn check_plan(&self) -> Result<(), NotTransformed> {
+        self.classify().map_err(refusal)
+    }
+
     fn fat_section(&self) -> Option<(u64, u64)> {
         let s = self.fatbin().copied()?;
         (s.sh_type != 8 && s.offset.checked_add(s.size)? <= self.len).then_some((s.offset, s.size))

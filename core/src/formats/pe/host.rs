@@ -38,6 +38,10 @@ impl HostFile for PeFile {
         self.classify().map_err(format_err)
     }
 
+    fn check_plan(&self) -> Result<(), NotTransformed> {
+        self.classify().map_err(refusal)
+    }
+
     fn fat_section(&self) -> Option<(u64, u64)> {
         self.fat_range()
     }
