@@ -25,7 +25,7 @@ pub(super) enum Analysis {
 
 /// Plans (and probe results) kept before the cache is simply reset: each
 /// is cheap to rebuild, and this bounds memory over a changing tree.
-const MAX_PLANS: usize = 1 << 16;
+pub(super) const MAX_PLANS: usize = 1 << 16;
 
 /// Test hook (debug builds only): `KPACKFS_TEST_SLOW_PLAN=substring:GATE`
 /// holds planning of matching paths until the test opens the FIFO `GATE`
@@ -53,50 +53,30 @@ fn slow_plan_hook(_rel: &str) {}
 impl View {
     /// Plans (once per identity and path) how a regular file is served.
     pub(super) fn analyze(&self, rel: &Path, st: &SourceStat) -> Result<(SourceStat, Analysis)> {
-        let key = (st.id(), rel.to_path_buf());
-        if let Some(cell) = self.analyses.get(&key).map(|c| c.clone()) {
-            if let Some(a) = cell.get() {
-                return Ok((st.clone(), a.clone()));
-            }
+        if let Some(a) = self.plans.planned(st.id(), rel) {
+            return Ok((st.clone(), a));
         }
         // A listing's probe of this very version found nothing to plan (the
         // planner would say the same, silently): no need to open it again.
-        if self.probes.get(rel).is_some_and(|p| p.0 == st.id() && p.1 == Probe::Plain) {
+        if self.plans.probe(st.id(), rel) == Some(Probe::Plain) {
             return Ok((st.clone(), Analysis::Plain));
         }
         let (file, fst) = self.tree.open_file(rel)?;
-        let key = (fst.id(), rel.to_path_buf());
-        let old = self.current.insert(rel.to_path_buf(), fst.id());
-        if old != Some(fst.id()) {
-            if let Some(old) = old {
-                self.analyses.remove(&(old, rel.to_path_buf()));
-                self.caches.memory.retire(super::open::version_tag(&old));
-                // The parent's listing holds the old version's inode and
-                // fatness, and an in-place rewrite leaves the directory's
-                // own identity unchanged.
-                self.listings.remove(rel.parent().unwrap_or(Path::new("")));
-            }
-            // Requests for two versions racing here may each retire the
-            // other's: whichever is current now keeps its decoded objects
-            // (every retire above is followed by this look).
-            if let Some(now) = self.current.get(rel).map(|c| *c) {
-                self.caches.memory.revive(super::open::version_tag(&now));
-            }
+        let seen = self.plans.observe(rel, fst.id());
+        if let Some(old) = seen.replaced {
+            self.caches.memory.retire(super::open::version_tag(&old));
+            // The parent's listing holds the old version's inode and
+            // fatness, and an in-place rewrite leaves the directory's own
+            // identity unchanged.
+            self.listings.remove(rel.parent().unwrap_or(Path::new("")));
         }
-        if self.analyses.len() > MAX_PLANS {
-            self.analyses.clear();
-            self.probes.clear();
+        // Requests for two versions racing here may each retire the
+        // other's: whichever is current now keeps its decoded objects
+        // (every retire above is followed by this look).
+        if let (true, Some(now)) = (seen.moved, seen.current) {
+            self.caches.memory.revive(super::open::version_tag(&now));
         }
-        let cell = self.analyses.entry(key.clone()).or_insert_with(|| Arc::new(OnceLock::new())).clone();
-        // A newer version seen meanwhile removed the older plans before
-        // this one went in: this request still uses its plan, but the
-        // table must not keep it, or a file replaced under busy readers
-        // leaves a dead plan behind now and then (a slow leak, up to
-        // MAX_PLANS of them). Whoever moves `current` on after this check
-        // removes this entry itself.
-        if self.current.get(rel).map(|c| *c) != Some(fst.id()) {
-            self.analyses.remove(&key);
-        }
+        let cell = self.plans.cell(rel, fst.id());
         let a = cell
             .get_or_init(|| {
                 let rs = rel_str(rel);

@@ -16,6 +16,7 @@ mod invalidate;
 mod listing;
 mod lookup;
 mod open;
+mod plan_cache;
 mod probes;
 #[cfg(test)]
 mod select_tests;
@@ -26,7 +27,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use dashmap::DashMap;
 use thiserror::Error;
@@ -48,6 +49,7 @@ use inodes::Inodes;
 use listing::Listing;
 use lookup::Analysis;
 use open::{Content, Shared, Slots};
+use plan_cache::PlanCache;
 
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
@@ -89,10 +91,6 @@ fn node_id(n: &Node) -> Option<SourceId> {
     }
 }
 
-/// Plans by source identity and path, each computed once by whichever
-/// request comes first (the others wait on the `OnceLock`).
-type Analyses = DashMap<(SourceId, PathBuf), Arc<OnceLock<Analysis>>>;
-
 /// The view over one source tree for one selection.
 ///
 /// Several views of one source (`mount --views`) share what does not
@@ -102,13 +100,8 @@ pub struct View {
     cfg: ViewConfig,
     tree: Arc<SourceTree>,
     inodes: Inodes,
-    analyses: Arc<Analyses>,
-    /// Last identity seen per path, to drop plans of replaced files.
-    current: Arc<DashMap<PathBuf, SourceId>>,
-    /// Fatness of the last probed version of each path (one entry per
-    /// path: a file replaced again and again keeps one entry, not one per
-    /// version, so memory stays flat over long runs).
-    probes: Arc<DashMap<PathBuf, (SourceId, crate::formats::host::Probe)>>,
+    /// Plans, current versions and probe answers, shared by sibling views.
+    plans: Arc<PlanCache<Analysis, crate::formats::host::Probe>>,
     listings: DashMap<PathBuf, Arc<Listing>>,
     /// Counts source-change events; a listing built while one arrived is
     /// not kept (see [`View::listing`]).
@@ -139,9 +132,7 @@ impl View {
             cfg,
             tree: Arc::new(tree),
             inodes: Inodes::new(0),
-            analyses: Arc::default(),
-            current: Arc::default(),
-            probes: Arc::default(),
+            plans: Arc::new(PlanCache::new(lookup::MAX_PLANS)),
             listings: DashMap::new(),
             listing_epoch: AtomicU64::new(0),
             stats: Arc::new(Stats::default()),
@@ -158,9 +149,7 @@ impl View {
             cfg: ViewConfig { source: self.cfg.source.clone(), cache_bytes: self.cfg.cache_bytes, ..cfg },
             tree: self.tree.clone(),
             inodes: Inodes::new(prefix),
-            analyses: self.analyses.clone(),
-            current: self.current.clone(),
-            probes: self.probes.clone(),
+            plans: self.plans.clone(),
             listings: DashMap::new(),
             listing_epoch: AtomicU64::new(0),
             caches: self.caches.clone(),
@@ -195,8 +184,8 @@ impl View {
             cache_bytes: c.bytes.load(Ordering::Relaxed),
             cache_limit: self.caches.memory.limit(),
             inodes: self.inodes.len() as u64,
-            plans: self.analyses.len() as u64,
-            probes: self.probes.len() as u64,
+            plans: self.plans.plans_len() as u64,
+            probes: self.plans.probes_len() as u64,
             retired_tags: self.caches.memory.retired_len() as u64,
             disk: self.caches.disk.as_ref().map(|d| DiskSnapshot {
                 hits: d.stats.hits.load(Ordering::Relaxed),
@@ -365,30 +354,16 @@ impl View {
         self.listings.remove(dir);
         match name {
             Some(n) => {
-                let p = dir.join(n);
-                self.probes.remove(&p);
-                if let Some((_, id)) = self.current.remove(&p) {
-                    self.analyses.remove(&(id, p));
+                if let Some(id) = self.plans.forget(&dir.join(n)) {
                     // Its decoded objects go too; if this version is still
                     // the file's, its next plan revives the tag.
                     self.caches.memory.retire(open::version_tag(&id));
                 }
             }
             None => {
-                let in_dir = |p: &Path| p.parent() == Some(dir);
-                let mut gone = Vec::new();
-                self.current.retain(|p, id| {
-                    let keep = !in_dir(p);
-                    if !keep {
-                        gone.push(open::version_tag(id));
-                    }
-                    keep
-                });
-                for tag in gone {
-                    self.caches.memory.retire(tag);
+                for id in self.plans.forget_dir(dir) {
+                    self.caches.memory.retire(open::version_tag(&id));
                 }
-                self.analyses.retain(|(_, p), _| !in_dir(p));
-                self.probes.retain(|p, _| !in_dir(p));
             }
         }
     }

@@ -119,13 +119,11 @@ impl View {
     /// What is known, without opening it, about the file `rel` at version
     /// `st`: a probe or plan made for this very version, or its size.
     pub(super) fn known_probe(&self, rel: &Path, st: &SourceStat) -> Option<Probe> {
-        if let Some(p) = self.probes.get(rel).filter(|p| p.0 == st.id()) {
-            return Some(p.1);
+        if let Some(p) = self.plans.probe(st.id(), rel) {
+            return Some(p);
         }
-        if let Some(cell) = self.analyses.get(&(st.id(), rel.to_path_buf())).map(|c| c.clone()) {
-            if let Some(a) = cell.get() {
-                return Some(if matches!(a, Analysis::Fat(_)) { Probe::Fat } else { Probe::Plain });
-            }
+        if let Some(a) = self.plans.planned(st.id(), rel) {
+            return Some(if matches!(a, Analysis::Fat(_)) { Probe::Fat } else { Probe::Plain });
         }
         (st.size < MIN_FAT_SIZE).then_some(Probe::Plain)
     }
@@ -177,7 +175,7 @@ impl View {
         }
         for ((name, st), a) in files.iter().zip(&answers) {
             if let Some(p) = a {
-                self.probes.insert(rel.join(name), (st.id(), *p));
+                self.plans.set_probe(st.id(), rel.join(name), *p);
             }
         }
         // The record is (re)written once every file has an answer and some
