@@ -18,6 +18,7 @@ pub mod copy;
 pub mod data_cache;
 pub mod db;
 pub mod demo;
+pub mod doctor;
 pub mod elf;
 pub mod host;
 pub mod inspect;

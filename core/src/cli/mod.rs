@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand, ValueEnum};
 
+mod doctor;
 mod packaging;
 pub mod targets;
 
@@ -26,6 +27,7 @@ use crate::target::{Selection, TargetId};
 use crate::view::{ArchiveCompression, ArchiveNaming, CopyPolicy, View, ViewConfig};
 use crate::wrapper::WrapperKind;
 
+pub use doctor::DoctorArgs;
 pub use packaging::{RecombineArgs, SplitArgs, SplitCompression, SplitOptions, SplitWheelArgs, VerifyArgs};
 
 /// A user-facing failure with its exit status.
@@ -86,11 +88,29 @@ pub enum CommonCommand {
     /// Split a fat Python wheel into a host wheel and one device wheel per
     /// GPU processor.
     SplitWheel(SplitWheelArgs),
+    /// Why does my GPU get no code? Resolve every kpack'd (or fat) binary
+    /// under PREFIX for this machine's GPUs as the runtime does, and name
+    /// what is missing.
+    Doctor(DoctorArgs),
 }
 
 /// Subcommand names, for recognising the `mount.fuse` helper form.
-pub const SUBCOMMANDS: &[&str] =
-    &["mount", "bake", "inspect", "archs", "resolve", "recompress", "split", "verify", "recombine", "split-wheel", "generate", "help", "__unmount-watchdog"];
+pub const SUBCOMMANDS: &[&str] = &[
+    "mount",
+    "bake",
+    "inspect",
+    "archs",
+    "resolve",
+    "recompress",
+    "split",
+    "verify",
+    "recombine",
+    "split-wheel",
+    "doctor",
+    "generate",
+    "help",
+    "__unmount-watchdog",
+];
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Naming {
@@ -757,6 +777,7 @@ pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Fail
         CommonCommand::Verify(a) => packaging::verify_cmd(a),
         CommonCommand::Recombine(a) => packaging::recombine_cmd(a),
         CommonCommand::SplitWheel(a) => packaging::split_wheel_cmd(a, default_naming),
+        CommonCommand::Doctor(a) => doctor::doctor_cmd(a),
     }
 }
 
