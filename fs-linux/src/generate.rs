@@ -53,7 +53,8 @@ architectures, as a read-only FUSE view for the GPU targets you select: host bin
 layout the ROCm runtime loads, their code objects in per-target .kpack archives built on first use, and \
 architecture-specific database files of other targets are hidden; everything else passes through. bake writes \
 the same view to disk; inspect, archs and resolve look into installs and binaries without a GPU; split, verify, \
-recombine and split-wheel write the same split out for packaging pipelines (build artifacts and Python wheels).";
+recombine and split-wheel write the same split out for packaging pipelines (build artifacts and Python wheels); \
+doctor says why a GPU gets no code from an install.";
 
 /// The command tree as documented: built (so subcommands carry their
 /// `kpackfs-mount` display names) and without clap's `help` subcommand.
@@ -225,6 +226,7 @@ mod tests {
             "kpackfs-verify.1",
             "kpackfs-recombine.1",
             "kpackfs-split-wheel.1",
+            "kpackfs-doctor.1",
         ] {
             assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
         }

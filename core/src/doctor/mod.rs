@@ -197,17 +197,9 @@ fn files(root: &Path) -> Vec<PathBuf> {
         for e in rd.flatten() {
             let p = e.path();
             match e.file_type() {
-                Ok(t) if t.is_dir() => {
-                    if e.file_name() != crate::view::KPACK_DIR {
-                        stack.push(p);
-                    }
-                }
+                Ok(t) if t.is_dir() && e.file_name() != crate::view::KPACK_DIR => stack.push(p),
                 Ok(t) if t.is_file() => out.push(p),
-                Ok(t) if t.is_symlink() => {
-                    if std::fs::canonicalize(&p).is_ok_and(|real| !real.starts_with(root) && real.is_file()) {
-                        out.push(p);
-                    }
-                }
+                Ok(t) if t.is_symlink() && std::fs::canonicalize(&p).is_ok_and(|real| !real.starts_with(root) && real.is_file()) => out.push(p),
                 _ => {}
             }
         }
