@@ -201,6 +201,25 @@ fn markers_resolve_from_the_librarys_real_path() {
         &out,
         &["libdemo.so.1.0: PROBLEM for gfx90a:xnack-: no archive found for wrapper 0 (looked for .kpack/libdemo.so.1.0_{gfx90a:xnack-|gfx90a}.kpack); .kpack does not exist; install the device package for this GPU, or set ROCM_KPACK_PATH".into()],
     );
+    // ROCM_KPACK_PATH names archives directly, as the runtime takes it:
+    // split at ':', so the archive's own name cannot be given; a link to
+    // it under a name without ':' can.
+    let archive = baked.path().join("out/lib/.kpack/libdemo.so.1.0_gfx90a:xnack-.kpack");
+    let (code, out, err) = doctor(&[moved.as_os_str(), os("--arch"), os("gfx90a:xnack-")], &[("ROCM_KPACK_PATH", &archive)]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let (a, b) = archive.to_str().unwrap().rsplit_once(':').unwrap();
+    assert_lines(
+        &out,
+        &[format!(
+            "libdemo.so.1.0: PROBLEM for gfx90a:xnack-: no archive found for wrapper 0 (looked for {a}, {b}); ROCM_KPACK_PATH is split at ':', so {} cannot be named there: link it under a name without ':'",
+            archive.display()
+        )],
+    );
+    let plain = dir.path().join("gfx90a.kpack");
+    std::os::unix::fs::symlink(&archive, &plain).unwrap();
+    let (code, out, err) = doctor(&[moved.as_os_str(), os("--arch"), os("gfx90a:xnack-")], &[("ROCM_KPACK_PATH", &plain)]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_lines(&out, &[format!("libdemo.so.1.0: OK for gfx90a:xnack-: 1 of 1 wrappers resolve (from {})", plain.display())]);
 
     let linked = dir.path().join("linked");
     fs::create_dir(&linked).unwrap();

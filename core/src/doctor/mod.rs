@@ -86,6 +86,8 @@ pub enum Finding {
         /// do carry.
         carried: Vec<String>,
         provider: Option<Provider>,
+        /// What `ROCM_KPACK_PATH`/`…_PREFIX` did to the search, if set.
+        env_note: Option<String>,
     },
     /// Archives are there, but none lists a target this device accepts.
     NoArchiveForDevice { wrappers: Vec<u32>, archives: Vec<(PathBuf, Vec<String>)>, provider: Option<Provider> },
@@ -312,6 +314,26 @@ fn best_variant(path: &Path, device: &Device, env: &LoaderEnv) -> Result<(Target
     Ok(first.unwrap_or_else(|| (device.name.clone(), Vec::new())))
 }
 
+/// What the loader's variables did to the search: `ROCM_KPACK_PATH`
+/// replaces the markers' paths; both are split at the platform's list
+/// separator, so on Linux a file name holding ':' (`x_gfx90a:xnack-.kpack`)
+/// cannot be named there.
+fn env_note(env: &LoaderEnv) -> Option<String> {
+    let sep = if cfg!(windows) { ";" } else { ":" };
+    for (var, list) in [("ROCM_KPACK_PATH", &env.path), ("ROCM_KPACK_PATH_PREFIX", &env.prefix)] {
+        for w in 2..=list.len().min(4) {
+            for parts in list.windows(w) {
+                let joined: Vec<String> = parts.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+                let joined = PathBuf::from(joined.join(sep));
+                if !parts.iter().any(|p| p.is_file()) && joined.is_file() {
+                    return Some(format!("{var} is split at '{sep}', so {} cannot be named there: link it under a name without '{sep}'", joined.display()));
+                }
+            }
+        }
+    }
+    (!env.path.is_empty()).then(|| "ROCM_KPACK_PATH is set: only the archives it names are looked at, not the markers' paths".to_string())
+}
+
 fn probe(path: &Path) -> Candidate {
     let Ok(md) = std::fs::metadata(path) else { return Candidate::Missing };
     if !md.is_file() {
@@ -358,14 +380,15 @@ fn check_device(path: &Path, device: &Device, cfg: &DoctorConfig, installed: &In
     if !no_archive.is_empty() {
         let mut missing_dirs: Vec<PathBuf> = Vec::new();
         for p in &paths {
-            if let Some(dir) = p.parent().filter(|dir| !dir.is_dir()) {
+            if let Some(dir) = p.parent().filter(|dir| !dir.as_os_str().is_empty() && !dir.is_dir()) {
                 if !missing_dirs.iter().any(|m| m == dir) {
                     missing_dirs.push(dir.to_path_buf());
                 }
             }
         }
         let carried = carries.to_vec();
-        d.findings.push(Finding::ArchiveMissing { wrappers: no_archive, looked_for: paths.clone(), missing_dirs, carried, provider: provider() });
+        let env_note = env_note(&cfg.env);
+        d.findings.push(Finding::ArchiveMissing { wrappers: no_archive, looked_for: paths.clone(), missing_dirs, carried, provider: provider(), env_note });
     }
     if !no_arch.is_empty() {
         let archives =

@@ -42,7 +42,7 @@ fn alternatives(paths: &[String]) -> String {
     pre = first[..pre].rfind(['_', '/']).map_or(0, |i| i + 1);
     post = first[first.len() - post..].find('.').map_or(0, |i| post - i);
     let min_len = paths.iter().map(String::len).min().unwrap_or(0);
-    if pre + post > min_len {
+    if pre == 0 || pre + post > min_len {
         return list(paths);
     }
     let mids: Vec<&str> = paths.iter().map(|p| &p[pre..p.len() - post]).collect();
@@ -66,7 +66,7 @@ impl DoctorReport {
     /// One finding as one line (without the binary and device).
     pub fn finding_text(&self, f: &Finding) -> String {
         match f {
-            Finding::ArchiveMissing { wrappers, looked_for, missing_dirs, carried, provider } => {
+            Finding::ArchiveMissing { wrappers, looked_for, missing_dirs, carried, provider, env_note } => {
                 let mut s = format!("no archive found for {} (looked for {})", indices(wrappers), alternatives(&self.shows(looked_for)));
                 if !missing_dirs.is_empty() {
                     let _ = write!(s, "; {} does not exist", list(&self.shows(missing_dirs)));
@@ -74,11 +74,15 @@ impl DoctorReport {
                 if !carried.is_empty() {
                     let _ = write!(s, "; archives present for: {}", list(carried));
                 }
+                if let Some(n) = env_note {
+                    let _ = write!(s, "; {n}");
+                }
                 match provider {
                     Some(p) => {
                         let _ = write!(s, "; {}", p.advice());
                     }
-                    None => s.push_str("; install the device package for this GPU, or set ROCM_KPACK_PATH"),
+                    None if env_note.is_none() => s.push_str("; install the device package for this GPU, or set ROCM_KPACK_PATH"),
+                    None => {}
                 }
                 s
             }
