@@ -78,7 +78,8 @@ pub struct MountArgs {
     /// disk). Without it only archives that cost a decode are copied.
     #[arg(long)]
     pub materialize: bool,
-    /// Where the detached daemon logs (default: nowhere).
+    /// Where the daemon logs (default: stderr; a detached daemon also
+    /// logs to syslog / the journal, `journalctl -t kpackfs`).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
     /// fstab-style options: arch=… (`auto` for this machine's GPUs; repeat
