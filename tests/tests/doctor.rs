@@ -243,9 +243,18 @@ fn markers_resolve_from_the_librarys_real_path() {
 fn nothing_checked_is_no_success() {
     let dir = tempdir();
     fs::write(dir.path().join("notes.txt"), b"no binaries here").unwrap();
+    // An ELF relocatable object (crt1.o, a .o left in a build tree) is no
+    // host binary: not a finding either. A 64-byte ELF64 header, e_type 1.
+    let mut obj = vec![0u8; 64];
+    obj[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
+    obj[16] = 1; // ET_REL
+    obj[18] = 0x3e; // x86-64
+    obj[20] = 1; // EV_CURRENT
+    obj[52] = 64; // e_ehsize
+    fs::write(dir.path().join("crt1.o"), &obj).unwrap();
     let (code, out, err) = doctor(&[dir.path().as_os_str(), os("--arch"), os("gfx90a")], &[]);
     assert_eq!(code, Some(1), "{out}{err}");
-    assert!(out.contains("nothing was checked") && err.contains("no HIP binary found; nothing was checked"), "{out}{err}");
+    assert!(out.contains("nothing was checked") && err.contains("no HIP binary found; nothing was checked") && !out.contains("crt1.o"), "{out}{err}");
     let (code, _, err) = doctor(&[dir.path().join("nonexistent").as_os_str(), os("--arch"), os("gfx90a")], &[]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nonexistent: No such file or directory"), "{err}");

@@ -255,10 +255,25 @@ pub fn doctor(prefix: &Path, cfg: &DoctorConfig) -> Result<DoctorReport, DoctorE
     Ok(DoctorReport { prefix, devices: cfg.devices.iter().map(|d| d.name.clone()).collect(), binaries, python: !installed.is_empty() })
 }
 
+/// Whether an ELF file is an object file or core dump (`e_type` other than
+/// executable or shared object): never a host binary the runtime loads,
+/// so not reported as an unreadable one (`.o`, `crt1.o`, a `.a` member).
+fn elf_not_loadable(f: &File) -> bool {
+    let mut h = [0u8; 18];
+    if crate::io::read_exact_at(f, 0, &mut h).is_err() || &h[..4] != b"\x7fELF" {
+        return false;
+    }
+    let e_type = if h[5] == 2 { u16::from_be_bytes([h[16], h[17]]) } else { u16::from_le_bytes([h[16], h[17]]) };
+    !matches!(e_type, 2 | 3)
+}
+
 /// The wrapper kinds of `path`, or `None` when it is no HIP host binary.
 fn wrapper_kinds(path: &Path) -> Option<Result<(usize, usize), String>> {
     let f = File::open(path).ok()?;
     crate::host::detect(&f)?;
+    if elf_not_loadable(&f) {
+        return None;
+    }
     match crate::host::wrappers(&f) {
         Ok(ws) => {
             let k = ws.iter().filter(|w| w.wrapper.kind() == WrapperKind::Kpacked).count();
