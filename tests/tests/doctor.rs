@@ -84,6 +84,31 @@ fn a_split_installed_without_its_gfx90a_artifact() {
     assert!(out.ends_with(&format!("under {} for {dev}, gfx1030: 0 ok, 0 with warnings, 3 with problems\n", inst.display())), "{out}");
     assert!(err.contains(&format!("--arch {dev}: {} carries no code for it (it carries: gfx1030, gfx906)", inst.display())), "{err}");
 
+    // The same as JSON, for scripts: the typed findings and the paths.
+    let (code, out, _) = doctor(&[inst.as_os_str(), os("--arch"), os(dev), os("--json")], &[]);
+    assert_eq!(code, Some(1));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["devices"], serde_json::json!([dev]));
+    let bins = v["binaries"].as_array().unwrap();
+    let paths: Vec<&str> = bins.iter().map(|b| b["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["bin/demo_app", "lib/libdemo.so.1.0", "lib/libdemo2.so"]);
+    for b in bins {
+        assert_eq!(b["kind"], "kpack");
+        let f = &b["devices"][0]["findings"][0];
+        assert_eq!(f["kind"], "archive_missing", "{b}");
+        assert_eq!(f["severity"], "problem");
+        assert_eq!(
+            f["looked_for"],
+            serde_json::json!([
+                ".kpack/demo_gfx90a:sramecc+:xnack-.kpack",
+                ".kpack/demo_gfx90a:sramecc+.kpack",
+                ".kpack/demo_gfx90a:xnack-.kpack",
+                ".kpack/demo_gfx90a.kpack"
+            ])
+        );
+    }
+
     // With the artifact: every binary resolves on the MI210-like device;
     // an xnack+ device gets the code of the libraries built for it, and
     // the kernel demo_app lacks for it is named (it was built for

@@ -30,6 +30,14 @@ fn assert_ok_view(root: &Path) {
         "{CHECKED}\n{NO_KPM}\nnot checked: code objects against the fat original (no --against SOURCE)\nverify: OK — 0 artifact(s), 3 host binaries, 3 archive(s), targets [gfx90a, gfx90a:xnack-], 6 wrapper resolutions\n"
     );
     assert_eq!(out, want);
+    let (code, out) = verify(&[root.as_os_str(), "--json".as_ref()]);
+    assert_eq!(code, Some(0), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!(v["exact"], false);
+    assert_eq!(
+        v["not_checked"],
+        serde_json::json!(["archive sizes and digests: no pack manifest (.kpack/*.kpm) here", "code objects against the fat original (no --against SOURCE)"])
+    );
     let demo = assets().join("demo-install");
     let (code, out) = verify(&[root.as_os_str(), "--against".as_ref(), demo.as_os_str()]);
     assert_eq!(code, Some(0), "{out}");
