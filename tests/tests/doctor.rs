@@ -284,3 +284,70 @@ fn nothing_checked_is_no_success() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nonexistent: No such file or directory"), "{err}");
 }
+
+/// Rewrites the entry ID `from` to `to` in the plain offload bundle at
+/// `at` of `data`, in place: the header grows into the padding before the
+/// first code object, whose offsets (from the bundle's start) stay.
+fn rename_bundle_entry(data: &mut [u8], at: usize, from: &str, to: &str) {
+    let u64_at = |d: &[u8], o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap());
+    assert_eq!(&data[at..at + 24], b"__CLANG_OFFLOAD_BUNDLE__");
+    let n = u64_at(data, at + 24) as usize;
+    let mut entries = Vec::new();
+    let mut p = at + 32;
+    for _ in 0..n {
+        let (off, size, len) = (u64_at(data, p), u64_at(data, p + 8), u64_at(data, p + 16) as usize);
+        let id = String::from_utf8(data[p + 24..p + 24 + len].to_vec()).unwrap();
+        entries.push((off, size, if id == from { to.to_string() } else { id }));
+        p += 24 + len;
+    }
+    let mut header = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    header.extend_from_slice(&(n as u64).to_le_bytes());
+    for (off, size, id) in &entries {
+        header.extend_from_slice(&off.to_le_bytes());
+        header.extend_from_slice(&size.to_le_bytes());
+        header.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        header.extend_from_slice(id.as_bytes());
+    }
+    let first = entries.iter().filter(|e| e.1 > 0).map(|e| e.0 as usize).min().unwrap();
+    assert!(header.len() <= first, "no room for the longer header");
+    data[at..at + header.len()].copy_from_slice(&header);
+}
+
+/// A fat library whose only code for a GPU is SPIR-V (clang's
+/// `--offload-arch=amdgcnspirv`): the runtime compiles it at load, so it
+/// works, with a warning. libtwo.so's gfx1030 entries are renamed to the
+/// SPIR-V target (clang-offload-bundler lists the result).
+#[test]
+fn spirv_code_objects_serve_any_gpu_with_a_warning() {
+    let dir = tempdir();
+    let mut data = fs::read(assets().join("bin/libtwo.so")).unwrap();
+    let layout = fs::read_to_string(assets().join("expected/libtwo.so/layout.tsv")).unwrap();
+    let get = |k: &str| -> usize { layout.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix('\t'))).unwrap().trim().parse().unwrap() };
+    let spirv = "hip-spirv64-amd-amdhsa--amdgcnspirv";
+    for i in 0..2 {
+        let at = get("fatbin_sh_offset") + get(&format!("bundle_offset_{i}"));
+        rename_bundle_entry(&mut data, at, "hipv4-amdgcn-amd-amdhsa--gfx1030", spirv);
+        let bundle = dir.path().join(format!("b{i}"));
+        fs::write(&bundle, &data[at..at + get(&format!("bundle_size_{i}"))]).unwrap();
+        let list = Command::new("/usr/lib/llvm-15/bin/clang-offload-bundler")
+            .args(["--list", "--type=o"])
+            .arg(format!("--input={}", bundle.display()))
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&list.stdout).lines().any(|l| l == spirv), "{list:?}");
+        fs::remove_file(&bundle).unwrap();
+    }
+    let lib = dir.path().join("lib");
+    fs::create_dir(&lib).unwrap();
+    fs::write(lib.join("libtwo.so"), &data).unwrap();
+    let (code, out, err) = doctor(&[lib.as_os_str(), os("--arch"), os("gfx1100,gfx90a:xnack-")], &[]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_lines(
+        &out,
+        &[
+            "libtwo.so: fat: carries amdgcnspirv, gfx90a; this GPU (gfx1100): ok through SPIR-V".into(),
+            "libtwo.so: warning for gfx1100: no code object built for this GPU: the runtime compiles the SPIR-V one (amdgcnspirv) when it loads it, a slower first start (wrappers 0, 1)".into(),
+            "libtwo.so: fat: carries amdgcnspirv, gfx90a; this GPU (gfx90a:xnack-): ok".into(),
+        ],
+    );
+}

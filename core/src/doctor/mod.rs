@@ -99,6 +99,10 @@ pub enum Finding {
     Unreadable { wrapper: u32, message: String },
     /// Fat wrappers without a code object for the device.
     FatNoCode { wrappers: Vec<u32>, carries: Vec<String> },
+    /// Fat wrappers without a native or generic code object for the
+    /// device, but with a SPIR-V one (`amdgcnspirv`), which the HIP runtime
+    /// compiles for the GPU when it loads it: works, with a slower start.
+    SpirvOnly { wrappers: Vec<u32> },
     /// An archive the loader opens for this device holds no code object.
     EmptyArchive { path: PathBuf },
     /// A candidate path holds a file the loader skips (not an archive).
@@ -112,7 +116,7 @@ pub enum Finding {
 impl Finding {
     pub fn severity(&self) -> Severity {
         match self {
-            Finding::EmptyArchive { .. } | Finding::UnusableArchive { .. } | Finding::OlderRuntimeFails { .. } => Severity::Warning,
+            Finding::EmptyArchive { .. } | Finding::UnusableArchive { .. } | Finding::OlderRuntimeFails { .. } | Finding::SpirvOnly { .. } => Severity::Warning,
             _ => Severity::Problem,
         }
     }
@@ -329,6 +333,10 @@ fn best_variant(path: &Path, device: &Device, env: &LoaderEnv) -> Result<(Target
     Ok(first.unwrap_or_else(|| (device.name.clone(), Vec::new())))
 }
 
+/// The target of SPIR-V code objects in offload bundles
+/// (`hip-spirv64-amd-amdhsa--amdgcnspirv`), compiled for any GPU at load.
+pub const SPIRV_TARGET: &str = "amdgcnspirv";
+
 /// What the loader's variables did to the search: `ROCM_KPACK_PATH`
 /// replaces the markers' paths; both are split at the platform's list
 /// separator, so on Linux a file name holding ':' (`x_gfx90a:xnack-.kpack`)
@@ -422,8 +430,12 @@ fn check_device(path: &Path, device: &Device, cfg: &DoctorConfig, installed: &In
         d.findings.push(Finding::BadMarker { wrappers: bad_marker, message: marker_msg });
     }
     if !fat_none.is_empty() {
-        let carries = carries.to_vec();
-        d.findings.push(Finding::FatNoCode { wrappers: fat_none, carries });
+        // The bundles' SPIR-V target (clang's `--offload-arch=amdgcnspirv`).
+        if carries.iter().any(|t| t == SPIRV_TARGET) {
+            d.findings.push(Finding::SpirvOnly { wrappers: fat_none });
+        } else {
+            d.findings.push(Finding::FatNoCode { wrappers: fat_none, carries: carries.to_vec() });
+        }
     }
     for (p, c) in &probed {
         match c {

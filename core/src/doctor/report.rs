@@ -103,6 +103,11 @@ impl DoctorReport {
             Finding::BadMarker { wrappers, message } => format!("marker unreadable ({}): {message}", indices(wrappers)),
             Finding::Unreadable { wrapper, message } => format!("code object of wrapper {wrapper} cannot be read: {message}"),
             Finding::FatNoCode { wrappers, carries } => format!("fat: carries {}; this GPU: missing ({})", list(carries), indices(wrappers)),
+            Finding::SpirvOnly { wrappers } => format!(
+                "no code object built for this GPU: the runtime compiles the SPIR-V one ({}) when it loads it, a slower first start ({})",
+                super::SPIRV_TARGET,
+                indices(wrappers)
+            ),
             Finding::EmptyArchive { path } => format!("archive {} is present but empty", self.show(path)),
             Finding::UnusableArchive { path, message } => format!("{} is not a usable archive (the loader skips it): {message}", self.show(path)),
             Finding::OlderRuntimeFails { wrappers, error } => {
@@ -117,7 +122,8 @@ impl DoctorReport {
         let mut s = String::new();
         let ok = d.worst() != Some(Severity::Problem);
         if b.kpacked == 0 && ok {
-            let _ = write!(s, "{name}: fat: carries {}; this GPU ({dev}): ok", list(&b.carries));
+            let spirv = d.findings.iter().any(|f| matches!(f, Finding::SpirvOnly { .. }));
+            let _ = write!(s, "{name}: fat: carries {}; this GPU ({dev}): {}", list(&b.carries), if spirv { "ok through SPIR-V" } else { "ok" });
         } else if ok {
             let from = list(&self.shows(&d.archives));
             let _ = write!(
@@ -195,6 +201,7 @@ impl DoctorReport {
             Finding::BadMarker { .. } => "bad_marker",
             Finding::Unreadable { .. } => "unreadable",
             Finding::FatNoCode { .. } => "fat_no_code",
+            Finding::SpirvOnly { .. } => "spirv_only",
             Finding::EmptyArchive { .. } => "empty_archive",
             Finding::UnusableArchive { .. } => "unusable_archive",
             Finding::OlderRuntimeFails { .. } => "older_runtime_fails",
