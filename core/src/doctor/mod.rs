@@ -193,6 +193,11 @@ impl DoctorReport {
 /// linked in from another install: the runtime resolves its markers from
 /// there). Sorted, as found (not canonicalised).
 fn files(root: &Path) -> Vec<PathBuf> {
+    // Kernel file systems hold no binaries, and some of their files block
+    // a reader (`/proc/kmsg`): not entered from a prefix above them.
+    let pseudo = |p: &Path| ["/proc", "/sys", "/dev"].iter().any(|k| p == Path::new(k) && !root.starts_with(k));
+    // No host binary is this small; a zero-sized /proc-like file is skipped unread.
+    let big_enough = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.len() >= 64);
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -203,8 +208,8 @@ fn files(root: &Path) -> Vec<PathBuf> {
         for e in rd.flatten() {
             let p = e.path();
             match e.file_type() {
-                Ok(t) if t.is_dir() && e.file_name() != crate::view::KPACK_DIR => stack.push(p),
-                Ok(t) if t.is_file() => out.push(p),
+                Ok(t) if t.is_dir() && e.file_name() != crate::view::KPACK_DIR && !pseudo(&p) => stack.push(p),
+                Ok(t) if t.is_file() && big_enough(&p) => out.push(p),
                 Ok(t) if t.is_symlink() && std::fs::canonicalize(&p).is_ok_and(|real| !real.starts_with(root) && real.is_file()) => out.push(p),
                 _ => {}
             }
