@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::kpack::Archive;
-use crate::resolve::{self, LoadError, LoaderEnv, LoaderGen, ResolveError, WrapperResolution};
+use crate::resolve::{self, LoadError, LoaderEnv, LoaderGen, ResolveError};
 use crate::target::TargetId;
 use crate::wrapper::WrapperKind;
 
@@ -326,10 +326,10 @@ fn check_binary(path: &Path, cfg: &DoctorConfig, installed: &Installed) -> Optio
 
 /// Resolves `path` for every feature variant of `device` until one
 /// resolves every wrapper (the first variant when none does).
-fn best_variant(path: &Path, device: &Device, env: &LoaderEnv) -> Result<(TargetId, Vec<WrapperResolution>), ResolveError> {
+fn best_variant(path: &Path, device: &Device, env: &LoaderEnv) -> Result<(TargetId, Vec<Outcome>), ResolveError> {
     let mut first = None;
     for v in device.variants.iter().chain(device.variants.is_empty().then_some(&device.name)) {
-        let r = resolve::resolve(path, v, LoaderGen::Newest, env)?;
+        let r = outcomes(path, v, LoaderGen::Newest, env)?;
         if r.iter().all(|w| w.result.is_ok()) {
             return Ok((v.clone(), r));
         }
@@ -362,6 +362,23 @@ fn env_note(env: &LoaderEnv) -> Option<String> {
     (!env.path.is_empty()).then(|| "ROCM_KPACK_PATH is set: only the archives it names are looked at, not the markers' paths".to_string())
 }
 
+/// One wrapper's resolution without the code object's bytes.
+struct Outcome {
+    index: u32,
+    kind: WrapperKind,
+    /// The archive it came from (`None`: its fat bundle).
+    result: Result<Option<PathBuf>, LoadError>,
+}
+
+/// Resolves `path` for `isa` keeping no code object: each is decoded
+/// (so a damaged one is found) and dropped, one at a time, whatever the
+/// library's size.
+fn outcomes(path: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -> Result<Vec<Outcome>, ResolveError> {
+    let mut v = Vec::new();
+    resolve::resolve_each(path, isa, gen, env, &mut |w| v.push(Outcome { index: w.index, kind: w.kind, result: w.result.map(|r| r.archive) }))?;
+    Ok(v)
+}
+
 fn probe(path: &Path) -> Candidate {
     let Ok(md) = std::fs::metadata(path) else { return Candidate::Missing };
     if !md.is_file() {
@@ -386,9 +403,9 @@ fn check_device(path: &Path, device: &Device, cfg: &DoctorConfig, installed: &In
     let mut marker_msg = String::new();
     for w in &runs {
         match (&w.result, w.kind) {
-            (Ok(r), _) => {
+            (Ok(archive), _) => {
                 d.resolved += 1;
-                if let Some(a) = &r.archive {
+                if let Some(a) = archive {
                     if !d.archives.contains(a) {
                         d.archives.push(a.clone());
                     }
@@ -452,8 +469,8 @@ fn check_device(path: &Path, device: &Device, cfg: &DoctorConfig, installed: &In
     // What an older runtime (no fall-through) makes of a tree the newest
     // one accepts: TheRock's hipErrorInvalidImage with overlay archives.
     if d.findings.iter().all(|f| f.severity() == Severity::Warning) && runs.iter().any(|w| w.kind == WrapperKind::Kpacked) {
-        let old = resolve::resolve(path, &isa, LoaderGen::Feb2026, &cfg.env)?;
-        let failed: Vec<&WrapperResolution> = old.iter().filter(|w| w.result.is_err()).collect();
+        let old = outcomes(path, &isa, LoaderGen::Feb2026, &cfg.env)?;
+        let failed: Vec<&Outcome> = old.iter().filter(|w| w.result.is_err()).collect();
         if let Some(first) = failed.first().and_then(|w| w.result.as_ref().err()) {
             d.findings.push(Finding::OlderRuntimeFails { wrappers: failed.iter().map(|w| w.index).collect(), error: first.to_string() });
         }
