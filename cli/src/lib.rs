@@ -15,6 +15,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 mod commands;
 mod demo;
+mod doctor;
 mod packaging;
 pub mod targets;
 
@@ -24,6 +25,7 @@ use kpackfs_core::machine::{Machine, RuntimeEnv};
 use kpackfs_core::plan::db::Rules;
 use kpackfs_core::view::{ArchiveCompression, ArchiveNaming, CopyPolicy, View, ViewConfig};
 
+pub use doctor::DoctorArgs;
 pub use packaging::{RecombineArgs, SplitArgs, SplitCompression, SplitOptions, SplitWheelArgs, VerifyArgs};
 
 /// A user-facing failure with its exit status.
@@ -84,11 +86,29 @@ pub enum CommonCommand {
     /// Split a fat Python wheel into a host wheel and one device wheel per
     /// GPU processor.
     SplitWheel(SplitWheelArgs),
+    /// Why does my GPU get no code? Resolve every kpack'd (or fat) binary
+    /// under PREFIX for this machine's GPUs as the runtime does, and name
+    /// what is missing.
+    Doctor(DoctorArgs),
 }
 
 /// Subcommand names, for recognising the `mount.fuse` helper form.
-pub const SUBCOMMANDS: &[&str] =
-    &["mount", "bake", "inspect", "archs", "resolve", "recompress", "split", "verify", "recombine", "split-wheel", "generate", "help", "__unmount-watchdog"];
+pub const SUBCOMMANDS: &[&str] = &[
+    "mount",
+    "bake",
+    "inspect",
+    "archs",
+    "resolve",
+    "recompress",
+    "split",
+    "verify",
+    "recombine",
+    "split-wheel",
+    "doctor",
+    "generate",
+    "help",
+    "__unmount-watchdog",
+];
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Naming {
@@ -486,6 +506,7 @@ pub fn run_common(cmd: CommonCommand, default_naming: Naming) -> Result<(), Fail
         CommonCommand::Verify(a) => packaging::verify_cmd(a),
         CommonCommand::Recombine(a) => packaging::recombine_cmd(a),
         CommonCommand::SplitWheel(a) => packaging::split_wheel_cmd(a, default_naming),
+        CommonCommand::Doctor(a) => doctor::doctor_cmd(a),
     }
 }
 

@@ -270,13 +270,20 @@ pub(super) fn verify_cmd(a: VerifyArgs) -> Result<(), Failure> {
         let problems: Vec<serde_json::Value> = r.problems.iter().map(|p| serde_json::json!({"check": p.check, "path": p.path, "message": p.message})).collect();
         let v = serde_json::json!({
             "ok": r.ok(), "artifacts": r.artifacts, "binaries": r.binaries, "archives": r.archives,
-            "targets": r.targets, "resolved": r.resolved, "problems": problems,
+            "targets": r.targets, "resolved": r.resolved, "exact": r.exact, "problems": problems,
+            "checked": r.checked, "not_checked": r.not_checked,
         });
         emit(&format!("{v}\n"))?;
     } else {
         let mut text = String::new();
         for p in &r.problems {
             text.push_str(&format!("{}: {}: {}\n", p.check, p.path, p.message));
+        }
+        for c in &r.checked {
+            text.push_str(&format!("checked: {c}\n"));
+        }
+        for c in &r.not_checked {
+            text.push_str(&format!("not checked: {c}\n"));
         }
         text.push_str(&r.summary());
         text.push('\n');

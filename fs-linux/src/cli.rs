@@ -39,6 +39,10 @@ pub enum Generate {
     Man { dir: PathBuf },
     /// Print the completion script for SHELL on stdout.
     Completions { shell: clap_complete::Shell },
+    /// Install the man pages and the bash, zsh and fish completions for
+    /// this user (after `cargo install`): under $XDG_DATA_HOME
+    /// (~/.local/share) and $XDG_CONFIG_HOME (~/.config).
+    Install,
 }
 
 #[derive(Debug, Args)]
@@ -87,7 +91,8 @@ pub struct MountArgs {
     /// disk). Without it only archives that cost a decode are copied.
     #[arg(long)]
     pub materialize: bool,
-    /// Where the detached daemon logs (default: nowhere).
+    /// Where the daemon logs (default: stderr; a detached daemon also
+    /// logs to syslog / the journal, `journalctl -t kpackfs`).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
     /// fstab-style options: arch=… (`auto` for this machine's GPUs; repeat

@@ -10,7 +10,7 @@
 //! `cargo install` user runs it once (README, "Install").
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::{Command, CommandFactory};
 use clap_complete::Shell;
@@ -22,12 +22,77 @@ use kpackfs_cli::Failure;
 
 pub fn run(g: Generate) -> Result<(), Failure> {
     match g {
+        Generate::Install => install(),
         Generate::Man { dir } => write_man_pages(&dir),
         Generate::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             out.write_all(&completions(shell)).and_then(|()| out.flush()).map_err(|e| Failure::runtime(format!("writing completions: {e}")))
         }
     }
+}
+
+/// An XDG base directory: `var` if set to an absolute path (the spec
+/// ignores relative ones), else `$HOME/fallback`.
+fn xdg_dir(var: &str, fallback: &str) -> Result<PathBuf, Failure> {
+    if let Some(d) = std::env::var_os(var).map(PathBuf::from).filter(|d| d.is_absolute()) {
+        return Ok(d);
+    }
+    match std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+        Some(h) => Ok(h.join(fallback)),
+        None => Err(Failure::usage(format!("generate install: neither {var} nor HOME names an absolute directory; set one"))),
+    }
+}
+
+/// Writes `bytes` at `path` under a temporary name, then renames it into
+/// place: an interrupted install leaves the previous file, never half a one.
+fn put(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    let fail = |p: &Path, e: std::io::Error| Failure::runtime(format!("{}: {e}", p.display()));
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).map_err(|e| fail(d, e))?;
+    }
+    let tmp = path.with_extension(format!("kpackfs-tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(path, e)
+    })
+}
+
+/// `kpackfs generate install`: the files a package would put under /usr,
+/// put where each tool looks for a user's own.
+fn install() -> Result<(), Failure> {
+    let data = xdg_dir("XDG_DATA_HOME", ".local/share")?;
+    let config = xdg_dir("XDG_CONFIG_HOME", ".config")?;
+    let man = data.join("man/man1");
+    let files: Vec<(PathBuf, Vec<u8>)> = vec![
+        // bash-completion looks in $XDG_DATA_HOME/bash-completion/completions.
+        (data.join("bash-completion/completions/kpackfs"), completions(Shell::Bash)),
+        // zsh has no per-user default: the hint below puts it on $fpath.
+        (data.join("zsh/site-functions/_kpackfs"), completions(Shell::Zsh)),
+        // fish reads $XDG_CONFIG_HOME/fish/completions itself.
+        (config.join("fish/completions/kpackfs.fish"), completions(Shell::Fish)),
+    ];
+    let mut written = Vec::new();
+    for (p, b) in files.into_iter().chain(man_pages().into_iter().map(|(n, b)| (man.join(n), b))) {
+        put(&p, &b)?;
+        written.push(p);
+    }
+    let mut out = String::new();
+    for p in &written {
+        out.push_str(&format!("{}\n", p.display()));
+    }
+    let mut o = std::io::stdout().lock();
+    o.write_all(out.as_bytes()).and_then(|()| o.flush()).map_err(|e| Failure::runtime(format!("writing output: {e}")))?;
+    // man-db looks in DIR/../share/man for each DIR on PATH.
+    let man_hint = match data.parent().filter(|_| data.ends_with("share")) {
+        Some(p) => format!("man finds the pages while {} is on PATH (else set MANPATH={}:)", p.join("bin").display(), data.join("man").display()),
+        None => format!("man finds the pages with MANPATH={}:", data.join("man").display()),
+    };
+    eprintln!(
+        "kpackfs: installed {} files; {man_hint}; zsh: add fpath=({} $fpath) before compinit in ~/.zshrc",
+        written.len(),
+        data.join("zsh/site-functions").display()
+    );
+    Ok(())
 }
 
 fn write_man_pages(dir: &Path) -> Result<(), Failure> {
@@ -45,7 +110,8 @@ architectures, as a read-only FUSE view for the GPU targets you select: host bin
 layout the ROCm runtime loads, their code objects in per-target .kpack archives built on first use, and \
 architecture-specific database files of other targets are hidden; everything else passes through. bake writes \
 the same view to disk; inspect, archs and resolve look into installs and binaries without a GPU; split, verify, \
-recombine and split-wheel write the same split out for packaging pipelines (build artifacts and Python wheels).";
+recombine and split-wheel write the same split out for packaging pipelines (build artifacts and Python wheels); \
+doctor says why a GPU gets no code from an install.";
 
 /// The command tree as documented: built (so subcommands carry their
 /// `kpackfs-mount` display names) and without clap's `help` subcommand.
@@ -217,6 +283,7 @@ mod tests {
             "kpackfs-verify.1",
             "kpackfs-recombine.1",
             "kpackfs-split-wheel.1",
+            "kpackfs-doctor.1",
         ] {
             assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
         }

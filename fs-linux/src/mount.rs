@@ -345,7 +345,14 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     };
     let log = match log_file {
         Some(f) => Some(f),
-        None if detached => Some(open_log(None)?),
+        None if detached => {
+            // Its stderr goes to /dev/null once it is ready: the journal
+            // (syslog) keeps what it logs, from here on.
+            if let Err(e) = crate::logging::to_syslog() {
+                eprintln!("kpackfs: no syslog ({e}): the daemon's warnings will be lost once it detaches; give --log-file FILE to keep them");
+            }
+            Some(open_log(None)?)
+        }
         None => None,
     };
     // Whether the selection matches anything is told once, in the

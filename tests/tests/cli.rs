@@ -118,6 +118,13 @@ const TABLE: &[(&[&str], i32, &str)] = &[
     (&["split-wheel", "{tmp}/nonexistent.whl", "{tmp}/w"], 2, "{tmp}/nonexistent.whl: no such file"),
     (&["verify", "{tmp}/nonexistent"], 2, "{tmp}/nonexistent: No such file or directory"),
     (&["verify", "{tmp}/baked", "--against", "{tmp}/nonexistent"], 2, "--against {tmp}/nonexistent: No such file or directory"),
+    // doctor: a PREFIX not there is a bad argument; nothing checked or a
+    // GPU without code is a failure (1), a mistyped target named as such.
+    (&["doctor", "{tmp}/nonexistent", "--arch", "gfx90a"], 2, "{tmp}/nonexistent: No such file or directory"),
+    (&["doctor", "{tmp}/baked", "--arch", "gfx90a:"], 2, "--arch \"gfx90a:\""),
+    (&["doctor", "{tmp}/empty", "--arch", "gfx90a"], 1, "{tmp}/empty: no HIP binary found; nothing was checked"),
+    (&["doctor", "{tmp}/baked", "--arch", "gfx90"], 1, "carries: gfx90a, gfx90a:xnack-); did you mean gfx90a?"),
+    (&["doctor", "{tmp}/baked", "--arch", "gfx90a:sramecc+:xnack-"], 0, ""),
     // fstab's comma trap.
     (&["mount", "{demo}", "{tmp}/empty", "-o", "arch=gfx90a,gfx1030"], 2, "repeat arch= for each target (-o arch=…,arch=gfx1030)"),
     // Piped output: the summary alone, plain.

@@ -141,6 +141,19 @@ fn wheel_splits_installs_and_loads_exactly() {
     let v = kp(&["verify".as_ref(), alone.as_os_str(), "--targets".as_ref(), "gfx90a".as_ref()]);
     assert_eq!(v.status.code(), Some(1), "{}", text(&v));
     assert!(text(&v).contains("hiplib_gfx90a:xnack-.kpack: archive for gfx90a:xnack- listed in the pack manifest is missing"), "{}", text(&v));
+    // doctor names the extra that brings the missing device wheel (from
+    // the installed METADATA), and passes the complete pair.
+    let d = kp(&["doctor".as_ref(), alone.as_os_str(), "--arch".as_ref(), "gfx90a:xnack-".as_ref()]);
+    assert_eq!(d.status.code(), Some(1), "{}", text(&d));
+    let pip = "pip install 'hiplib[device-gfx90a]' brings it (hiplib-device-gfx90a==1.2)";
+    for (lib, ws) in [("libmulti.so", "wrapper 0"), ("libtwo.so", "wrappers 0, 1")] {
+        let line = format!(
+            "hiplib/lib/{lib}: PROBLEM for gfx90a:xnack-: no archive found for {ws} (looked for hiplib/.kpack/hiplib_{{gfx90a:xnack-|gfx90a}}.kpack); {pip}\n"
+        );
+        assert!(text(&d).contains(&line), "{line}not in:\n{}", text(&d));
+    }
+    let d = kp(&["doctor".as_ref(), site.as_os_str(), "--arch".as_ref(), "gfx90a:xnack-".as_ref()]);
+    assert!(d.status.success() && text(&d).contains("2 ok, 0 with warnings, 0 with problems"), "{}", text(&d));
     let r = kp(&["resolve".as_ref(), alone.join("hiplib/lib/libtwo.so").as_os_str(), "--arch".as_ref(), "gfx90a:xnack-".as_ref()]);
     assert_eq!(r.status.code(), Some(1), "{}", text(&r));
     assert!(text(&r).contains("ARCHIVE_NOT_FOUND"), "{}", text(&r));

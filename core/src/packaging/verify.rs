@@ -50,6 +50,13 @@ pub struct VerifyReport {
     /// Targets the archives claim.
     pub targets: Vec<String>,
     pub problems: Vec<Finding>,
+    /// What was checked, and what could not be with what the tree holds
+    /// (an installed tree or a baked view has no pack manifest and no
+    /// artifacts): said, so that an OK is never taken for more than it is.
+    pub checked: Vec<String>,
+    pub not_checked: Vec<String>,
+    /// Whether code objects were compared with the fat original.
+    pub exact: bool,
 }
 
 impl VerifyReport {
@@ -64,7 +71,7 @@ impl VerifyReport {
     /// The one-line summary.
     pub fn summary(&self) -> String {
         format!(
-            "verify: {} — {} artifact(s), {} host binar{}, {} archive(s), targets [{}], {} wrapper resolutions exact{}",
+            "verify: {} — {} artifact(s), {} host binar{}, {} archive(s), targets [{}], {} wrapper resolutions{}{}",
             if self.ok() { "OK" } else { "FAILED" },
             self.artifacts,
             self.binaries,
@@ -72,6 +79,7 @@ impl VerifyReport {
             self.archives,
             self.targets.join(", "),
             self.resolved,
+            if self.exact { " exact" } else { "" },
             if self.ok() { String::new() } else { format!(", {} problem(s)", self.problems.len()) }
         )
     }
@@ -212,19 +220,15 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
     }
     // Without a pack manifest nothing records what the archives should
     // hold: a changed byte in a `none` archive would pass unseen.
-    if kpms.is_empty() && r.archives > 0 {
+    if kpms.is_empty() && r.archives > 0 && plain {
+        // An installed tree, a baked view or a mount records none: say
+        // what that leaves unchecked instead of failing it.
+        r.not_checked.push("archive sizes and digests: no pack manifest (.kpack/*.kpm) here".into());
+    } else if kpms.is_empty() && r.archives > 0 {
         r.problem(
             "manifest",
             dir.display().to_string(),
             format!("no pack manifest (.kpack/*.kpm) found: the {} archive(s) cannot be checked against recorded sizes and digests", r.archives),
-        );
-    }
-    // A mistyped path must not pass having checked nothing.
-    if arts.is_empty() && kpms.is_empty() && r.archives == 0 {
-        r.problem(
-            "input",
-            dir.display().to_string(),
-            "nothing to verify: no artifact (artifact_manifest.txt), no pack manifest (.kpack/*.kpm) and no .kpack archive found here or one level down",
         );
     }
     r.targets = claimed.iter().cloned().collect();
@@ -297,6 +301,8 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
             }
         });
         let mut is_hip = false;
+        // Whether any wrapper of a kpack'd binary reached an archive.
+        let mut reached = false;
         for t in &claimed {
             let Ok(isa) = TargetId::parse(t) else { continue };
             let runs: Vec<_> = [LoaderGen::Feb2026, LoaderGen::Newest].iter().map(|g| outcomes(&bin, &isa, *g, &env)).collect();
@@ -321,6 +327,7 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
                     }
                 };
                 is_hip = true;
+                reached |= ws.iter().any(|w| w.kind == WrapperKind::Kpacked && !matches!(&w.result, Err(e) if e.starts_with("ARCHIVE_NOT_FOUND")));
                 // Without the fat original, a binary carries a target when
                 // any of its wrappers resolves for it; then all must. (An
                 // archive missing altogether is the pack manifest's check.)
@@ -364,9 +371,54 @@ pub fn verify(dir: &Path, against: Option<&Path>, only: Option<&Selection>, rule
         if is_hip || claimed.is_empty() {
             r.binaries += 1;
         }
+        // A kpack'd binary whose markers lead to no archive for any target
+        // the tree carries: nothing of it would load (and without a pack
+        // manifest nothing else says so).
+        if !reached && kpacked(&bin) {
+            let looked = resolve::carried(&bin, &env).map(|c| c.searched).unwrap_or_default();
+            let base = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone());
+            let looked: Vec<String> = looked.iter().map(|p| p.strip_prefix(&base).unwrap_or(p).display().to_string()).collect();
+            let targets = if claimed.is_empty() { "any target".to_string() } else { claimed.iter().cloned().collect::<Vec<_>>().join(", ") };
+            r.problem("markers", rel.clone(), format!("kpack'd, but its markers lead to no archive for {targets} (looked for {})", looked.join(", ")));
+        }
     }
     r.resolved /= 2; // both loaders counted each resolution
+                     // A mistyped path must not pass having checked nothing (kpack'd
+                     // binaries whose archives are all gone are reported above).
+    if arts.is_empty() && kpms.is_empty() && r.archives == 0 && !r.problems.iter().any(|p| p.check == "markers") {
+        r.problem(
+            "input",
+            dir.display().to_string(),
+            "nothing to verify: no artifact (artifact_manifest.txt), no pack manifest (.kpack/*.kpm) and no .kpack archive found here or one level down",
+        );
+    }
+    r.exact = against.is_some();
+    if r.archives > 0 {
+        r.checked.push("every archive opens and every code object in it decodes".into());
+    }
+    if !kpms.is_empty() {
+        r.checked.push("archives against the pack manifest (presence, size, SHA-256)".into());
+    }
+    if !plain {
+        r.checked.push("artifact manifests; each processor's files in its own artifact".into());
+    }
+    if r.binaries > 0 {
+        r.checked.push(format!(
+            "{} host binar{}: none left fat; every wrapper resolves through both loader generations for each target the archives claim{}",
+            r.binaries,
+            if r.binaries == 1 { "y" } else { "ies" },
+            if against.is_some() { ", to the fat original's code object" } else { "" }
+        ));
+    }
+    if against.is_none() && r.resolved > 0 {
+        r.not_checked.push("code objects against the fat original (no --against SOURCE)".into());
+    }
     Ok(r)
+}
+
+/// Whether `bin` has a kpack'd (HIPK) wrapper.
+fn kpacked(bin: &Path) -> bool {
+    File::open(bin).ok().and_then(|f| crate::formats::host::wrappers(&f).ok()).is_some_and(|ws| ws.iter().any(|w| w.wrapper.kind() == WrapperKind::Kpacked))
 }
 
 /// One wrapper's resolution reduced to what verify compares: the code

@@ -7,6 +7,7 @@
 
 pub mod archs;
 pub mod bake;
+pub mod doctor;
 pub mod inspect;
 pub mod recompress;
 pub mod resolve;

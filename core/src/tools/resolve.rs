@@ -260,6 +260,29 @@ pub fn resolve_each(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderE
     Ok(())
 }
 
+/// The archive paths the markers of `binary` send the loader to for a
+/// device of `isa`, in the order it tries them, each once: what `doctor`
+/// names when an archive is missing. Markers that cannot be read are left
+/// out (their wrappers fail with `INVALID_METADATA` in [`resolve_each`]).
+pub fn search_paths(binary: &Path, isa: &TargetId, env: &LoaderEnv) -> Result<Vec<PathBuf>, ResolveError> {
+    let (file, wrappers, dir) = open_wrappers(binary)?;
+    let arch_list = device_arch_list(isa);
+    let mut out: Vec<PathBuf> = Vec::new();
+    for w in wrappers.iter().filter(|w| w.wrapper.kind() == WrapperKind::Kpacked) {
+        let Some(off) = w.pointer_offset else { continue };
+        let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
+        let Ok(marker) = read_vec_at(&file, off, n).map_err(|e| e.to_string()).and_then(|b| Marker::decode(&b).map_err(|e| e.to_string())) else {
+            continue;
+        };
+        for p in candidates(&marker, &dir, &arch_list, env) {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// What the fat runtime picks from a HIPF wrapper's own bundle.
 fn fat_choice(src: &dyn ReadAt, w: &RawWrapper, arch_list: &[TargetId]) -> Result<Resolved, LoadError> {
     let off = w.pointer_offset.ok_or_else(|| LoadError::InvalidMetadata("fat pointer not mapped".into()))?;
