@@ -290,3 +290,181 @@ fn one_large_bundle_is_planned_from_its_prefix() {
         assert_eq!(objs[1].location, ObjectLocation::InCcob { ccob_at: 0, ccob_len: len, header: h.clone(), offset: 94208, len: 5000 });
     }
 }
+
+/// An uncompressed bundle written byte by byte (§2): magic, count, then
+/// per entry offset, size, ID length, ID.
+fn raw_bundle(entries: &[(u64, u64, &str)]) -> Vec<u8> {
+    let mut b = BUNDLE_MAGIC.to_vec();
+    b.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    for (off, size, id) in entries {
+        b.extend_from_slice(&off.to_le_bytes());
+        b.extend_from_slice(&size.to_le_bytes());
+        b.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        b.extend_from_slice(id.as_bytes());
+    }
+    b
+}
+
+#[test]
+fn bundle_headers_by_hand() {
+    // Entries out of order: the bundle ends at the largest offset + size.
+    let mut b = raw_bundle(&[
+        (200, 0, "host-x86_64-unknown-linux"),
+        (300, 200, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"),
+        (200, 100, "hipv4-amdgcn-amd-amdhsa--gfx1030"),
+    ]);
+    let header_len = 32 + 3 * 24 + 25 + 38 + 32;
+    assert_eq!(b.len(), header_len);
+    b.resize(500, 0xee);
+    let p = parse_bundle(&b, 0, 500).unwrap();
+    assert_eq!((p.header_len, p.len), (header_len as u64, 500));
+    let got: Vec<(u64, u64, &str, Option<&str>)> = p.entries.iter().map(|e| (e.offset, e.size, e.id.as_str(), e.arch())).collect();
+    assert_eq!(
+        got,
+        [
+            (200, 0, "host-x86_64-unknown-linux", None),
+            (300, 200, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", Some("gfx90a:xnack-")),
+            (200, 100, "hipv4-amdgcn-amd-amdhsa--gfx1030", Some("gfx1030"))
+        ]
+    );
+    // The last entry may end exactly at `avail`, not one byte past it; an
+    // offset of 0 is refused.
+    assert!(parse_bundle(&b, 0, 499).is_err());
+    let mut zero = raw_bundle(&[(0, 10, "hipv4-amdgcn-amd-amdhsa--gfx90a")]);
+    zero.resize(200, 0);
+    assert!(parse_bundle(&zero, 0, 200).is_err());
+    // A bundle without entries is its header; fewer than 32 bytes is not one.
+    let empty = raw_bundle(&[]);
+    assert_eq!(parse_bundle(&empty, 0, 32).unwrap(), Bundle { entries: vec![], header_len: 32, len: 32 });
+    assert!(parse_bundle(&empty, 0, 31).is_err());
+    // One entry with an empty ID needs exactly 24 descriptor bytes.
+    let one = raw_bundle(&[(56, 0, "")]);
+    assert_eq!(parse_bundle(&one, 0, 56).unwrap().len, 56);
+    let mut short = one.clone();
+    short[24] = 2; // two descriptors in room for one
+    assert!(parse_bundle(&short, 0, 56).is_err());
+    // Descriptors whose header is read at a non-zero offset of the source.
+    let mut at = vec![0u8; 100];
+    at.extend_from_slice(&b);
+    let p2 = parse_bundle(&at, 100, 500).unwrap();
+    assert_eq!(p2, p);
+}
+
+/// 4096 entries are accepted, 4097 are not; an ID of 4096 bytes is, one of
+/// 4097 is not. IDs longer than the first 4 KiB window are read whole.
+#[test]
+fn bundle_entry_limits() {
+    let many = |n: usize| {
+        let e: Vec<(u64, u64, &str)> = (0..n).map(|_| (1u64, 0u64, "")).collect();
+        raw_bundle(&e)
+    };
+    let b = many(4096);
+    assert_eq!(parse_bundle(&b, 0, b.len() as u64).unwrap().entries.len(), 4096);
+    let b = many(4097);
+    assert!(parse_bundle(&b, 0, b.len() as u64).is_err());
+    let ids: Vec<String> = (0..3).map(|i| format!("hipv4-amdgcn-amd-amdhsa--gfx90{i}").repeat(100)).collect();
+    let long = "y".repeat(4096);
+    let entries: Vec<(u64, u64, &str)> = ids.iter().map(|s| (1u64, 0u64, s.as_str())).chain([(1, 0, long.as_str())]).collect();
+    let b = raw_bundle(&entries);
+    assert!(b.len() > 3 * 4096);
+    let p = parse_bundle(&b, 0, b.len() as u64).unwrap();
+    let got: Vec<&str> = p.entries.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(got, [ids[0].as_str(), ids[1].as_str(), ids[2].as_str(), long.as_str()]);
+    assert_eq!(p.header_len, b.len() as u64);
+    // The ID cut by the end of `avail`.
+    assert!(parse_bundle(&b, 0, b.len() as u64 - 1).is_err());
+    let too_long = "z".repeat(4097);
+    let b = raw_bundle(&[(1, 0, too_long.as_str())]);
+    assert!(parse_bundle(&b, 0, b.len() as u64).is_err());
+}
+
+/// `write_bundle`'s bytes for two entries aligned to 8, written out by
+/// hand: header 32 + (24+1) + (24+2) = 83, payloads at 88 and 96.
+#[test]
+fn write_bundle_bytes_by_hand() {
+    let mut want = raw_bundle(&[(88, 3, "a"), (96, 1, "bb")]);
+    assert_eq!(want.len(), 83);
+    want.resize(88, 0);
+    want.extend_from_slice(&[1, 2, 3]);
+    want.resize(96, 0);
+    want.push(4);
+    assert_eq!(write_bundle(&[("a", &[1, 2, 3]), ("bb", &[4])], 8), want);
+    // Alignment 0 is taken as 1: payloads right after the header.
+    let mut want = raw_bundle(&[(57, 2, "c")]);
+    want.extend_from_slice(&[9, 9]);
+    assert_eq!(write_bundle(&[("c", &[9, 9])], 0), want);
+}
+
+/// A section walked from an offset, with zero padding, non-magic junk, a
+/// bundle whose magic straddles the first 4 KiB window and a CCOB found
+/// after the window has doubled. Positions and lengths by hand.
+#[test]
+fn section_walk_by_hand() {
+    let id = "hipv4-amdgcn-amd-amdhsa--gfx90a";
+    let blob = |payload: u8| {
+        // Header 32 + 24 + 31 = 87 bytes, payload at 96.
+        let mut b = raw_bundle(&[(96, 16, id)]);
+        b.resize(96, 0);
+        b.extend_from_slice(&[payload; 16]);
+        b
+    };
+    let ccob = vector("ccob_v2_zstd.bin");
+    let mut s = vec![0x55u8; 10]; // before the walk's start
+    s.extend_from_slice(&blob(1)); // 10..122
+    s.resize(130, 0);
+    s.extend_from_slice(b"CCO"); // junk: not a magic
+    s.resize(4085, 0);
+    s.extend_from_slice(&blob(2)); // 4085..4197: magic crosses 4096
+    s.resize(9001, 0);
+    s.extend_from_slice(&ccob); // 9001..9001+0x6b2
+    s.resize(9001 + 0x6b2 + 3000, 0);
+    let end = s.len() as u64;
+    let chunks = scan_fatbin(&s, 10, end).unwrap();
+    let got: Vec<(u64, u64, bool)> = chunks.iter().map(|c| (c.at(), c.len(), c.is_empty())).collect();
+    assert_eq!(got, [(10, 112, false), (4085, 112, false), (9001, 0x6b2, false)]);
+    let objs = fatbin_objects(&s, 10, end).unwrap();
+    let got: Vec<(usize, String, u64)> = objs.iter().map(|o| (o.chunk_index, o.arch.clone(), o.location.len())).collect();
+    assert_eq!(got, [(0, "gfx90a".to_string(), 16), (1, "gfx90a".to_string(), 16), (2, "gfx1030".to_string(), 3656), (2, "gfx90a".to_string(), 4488)]);
+    assert_eq!(objs[1].location, ObjectLocation::Range { offset: 4085 + 96, len: 16 });
+    assert_eq!(read_object(&s, &objs[0].location).unwrap(), [1; 16]);
+    assert_eq!(read_object(&s, &objs[1].location).unwrap(), [2; 16]);
+    let [(_, g1030), (_, g90a)] = golden_b0();
+    assert_eq!(read_object(&s, &objs[2].location).unwrap(), g1030);
+    assert_eq!(read_object(&s, &objs[3].location).unwrap(), g90a);
+    assert!(!objs[2].location.is_empty());
+    // From just past the first magic: the first blob is not seen.
+    assert_eq!(scan_fatbin(&s, 11, end).unwrap()[0].at(), 4085);
+    // Padding only, or a section ending inside a magic: no bundle.
+    assert!(matches!(scan_fatbin(&s, 9001 + 0x6b2, end), Err(BundleError::NoBundles)));
+    assert!(matches!(scan_fatbin(&s, 4086, 4100), Err(BundleError::NoBundles)));
+    // A magic in the section's last bytes is found (and is too short).
+    let mut tail = vec![0u8; 5000];
+    tail.extend_from_slice(b"CCOB\x03\x00");
+    assert!(matches!(scan_fatbin(&tail, 0, tail.len() as u64), Err(BundleError::Ccob { at: 5000, .. })));
+}
+
+#[test]
+fn chunk_edges() {
+    // Three bytes of "CCO" or a 24-byte magic without room for a count.
+    assert!(matches!(parse_chunk(&b"CCOB".to_vec(), 0, 3), Err(BundleError::BadMagic(0))));
+    assert!(matches!(parse_chunk(&BUNDLE_MAGIC.to_vec(), 0, 24), Err(BundleError::Corrupt { .. })));
+    assert!(matches!(parse_chunk(&b"CCOX".to_vec(), 0, 4), Err(BundleError::BadMagic(0))));
+    let mut b = BUNDLE_MAGIC.to_vec();
+    b[23] = b'X';
+    b.resize(40, 0);
+    assert!(matches!(parse_chunk(&b, 0, 40), Err(BundleError::BadMagic(0))));
+    let e = Chunk::Plain { at: 5, bundle: Bundle { entries: vec![], header_len: 32, len: 0 } };
+    assert!(e.is_empty() && e.len() == 0 && e.at() == 5);
+    assert!(ObjectLocation::Range { offset: 1, len: 0 }.is_empty());
+    // A plain range ending exactly at the end of the data, and one past it.
+    let d = vec![7u8; 10];
+    assert_eq!(read_object(&d, &ObjectLocation::Range { offset: 6, len: 4 }).unwrap(), [7; 4]);
+    assert!(read_object(&d, &ObjectLocation::Range { offset: 6, len: 5 }).is_err());
+    assert!(read_object(&d, &ObjectLocation::Range { offset: u64::MAX, len: 2 }).is_err());
+    // An InCcob range ending exactly at the decoded end, and one past it.
+    let c = vector("ccob_v3_zstd.bin");
+    let (h, len) = compressed(&c, 0, c.len() as u64);
+    let loc = |offset, n| ObjectLocation::InCcob { ccob_at: 0, ccob_len: len, header: h.clone(), offset, len: n };
+    assert_eq!(read_object(&c, &loc(12670, 10)).unwrap(), content_b0()[12670..]);
+    assert!(read_object(&c, &loc(12670, 11)).is_err());
+}
