@@ -454,7 +454,8 @@ fn chunk_edges() {
     b.resize(40, 0);
     assert!(matches!(parse_chunk(&b, 0, 40), Err(BundleError::BadMagic(0))));
     let e = Chunk::Plain { at: 5, bundle: Bundle { entries: vec![], header_len: 32, len: 0 } };
-    assert!(e.is_empty() && e.len() == 0 && e.at() == 5);
+    assert!(e.is_empty());
+    assert_eq!((e.len(), e.at()), (0, 5));
     assert!(ObjectLocation::Range { offset: 1, len: 0 }.is_empty());
     // A plain range ending exactly at the end of the data, and one past it.
     let d = vec![7u8; 10];
