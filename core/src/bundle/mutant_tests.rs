@@ -469,3 +469,32 @@ fn chunk_edges() {
     assert_eq!(read_object(&c, &loc(12670, 10)).unwrap(), content_b0()[12670..]);
     assert!(read_object(&c, &loc(12670, 11)).is_err());
 }
+
+/// One bundle of 70 MiB — over the 64 MiB a content may be scanned whole —
+/// is still listed: from its first 64 KiB (docs §3, "Finding the bundle
+/// inside", step 1), never a full decode. Its payload starts with 200 KB
+/// of noise so that the claim stays under the 1024:1 limit.
+#[test]
+fn one_bundle_over_the_scan_bound_is_planned_from_its_prefix() {
+    let id = "hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+";
+    let size: u64 = 70 << 20;
+    let obj_at = 4096u64;
+    let mut content = raw_bundle(&[(obj_at, size - obj_at, id)]);
+    content.resize(obj_at as usize, 0);
+    let mut x: u32 = 7;
+    content.extend((0..200_000).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x as u8
+    }));
+    content.resize(size as usize, 0);
+    let c = ccob::encode(&content, 3, CcobMethod::Zstd, 1).unwrap();
+    drop(content);
+    let len = c.len() as u64;
+    let (h, _) = compressed(&c, 0, len);
+    let objs = chunk_objects(&c, &Chunk::Compressed { at: 0, len, header: h.clone() }, 2).unwrap();
+    assert_eq!(objs.len(), 1);
+    assert_eq!((objs[0].chunk_index, objs[0].arch.as_str()), (2, "gfx90a:sramecc+"));
+    assert_eq!(objs[0].location, ObjectLocation::InCcob { ccob_at: 0, ccob_len: len, header: h, offset: obj_at, len: size - obj_at });
+}
