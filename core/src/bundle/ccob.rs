@@ -428,6 +428,24 @@ pub fn encode(bundle: &[u8], version: u16, method: CcobMethod, level: i32) -> io
 mod tests {
     use super::*;
 
+    /// `RangeReader` as a plain `Read` (the decoders use it as `BufRead`;
+    /// `Read` must hand out the same bytes): a range of a source, in
+    /// pieces, counted as consumed, ending at the range's end.
+    #[test]
+    fn range_reader_reads_its_range() {
+        let src: Vec<u8> = (0..=255u8).collect();
+        let mut r = RangeReader::new(&src, 10, 50);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 7];
+        // 40 bytes in pieces of 7 take 6 reads; a 7th returns 0.
+        for _ in 0..7 {
+            let n = r.read(&mut buf).unwrap();
+            out.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(out, (10..50u8).collect::<Vec<u8>>());
+        assert_eq!(r.consumed, 40);
+    }
+
     /// A CCOB whose content is not one bundle is scanned whole only below a
     /// bound: one claiming (and really decoding to) 80 MiB is refused
     /// without being decoded, so planning costs no such memory.
