@@ -498,3 +498,26 @@ fn one_bundle_over_the_scan_bound_is_planned_from_its_prefix() {
     assert_eq!((objs[0].chunk_index, objs[0].arch.as_str()), (2, "gfx90a:sramecc+"));
     assert_eq!(objs[0].location, ObjectLocation::InCcob { ccob_at: 0, ccob_len: len, header: h, offset: obj_at, len: size - obj_at });
 }
+
+/// A CCOB is decoded from its own extent only (docs §3 "Known problems":
+/// never past it, unlike ROCm/llvm-project#448): with `total_size` cut by
+/// 10 bytes, the frame is incomplete within the extent and every decode
+/// fails — although the whole frame is right there in the section after
+/// it, and would decode to content matching the hash.
+#[test]
+fn decoding_stops_at_the_ccob_extent() {
+    let mut d = vector("ccob_v3_zstd.bin");
+    let total = d.len() as u64 - 10;
+    d[8..16].copy_from_slice(&total.to_le_bytes());
+    let end = d.len() as u64;
+    let (h, len) = compressed(&d, 0, end);
+    assert_eq!(len, total);
+    assert!(ccob::decode(&d, 0, len, &h).is_err());
+    assert!(ccob::verify(&d, 0, len, &h).is_err());
+    assert!(ccob::decode_range(&d, 0, len, &h, 4096, 10).is_err());
+    assert!(ccob::decode_range_prechecked(&d, 0, len, &h, 12000, 680).is_err());
+    // A CCOB placed after other bytes: the extent is relative to it.
+    let mut at = vec![0u8; 333];
+    at.extend_from_slice(&d);
+    assert!(ccob::decode(&at, 333, len, &h).is_err());
+}
