@@ -446,6 +446,26 @@ mod tests {
         assert_eq!(r.consumed, 40);
     }
 
+    /// `Prefix` (a decoded prefix standing for the whole content): a read
+    /// that stops short inside the content but past the prefix is an error,
+    /// never a short read that could pass for the content's end; a read that
+    /// stops at the content's real end is an ordinary short read.
+    #[test]
+    fn prefix_reads_past_the_prefix_are_errors() {
+        let bytes: Vec<u8> = (0..10).collect();
+        let mut buf = [0u8; 10];
+        let cut = Prefix { bytes: &bytes, size: 100 };
+        assert_eq!(cut.read_at(5, &mut buf).map_err(|e| e.kind()), Err(io::ErrorKind::UnexpectedEof));
+        assert_eq!(cut.read_at(0, &mut buf).unwrap(), 10);
+        assert_eq!(cut.size().unwrap(), 100);
+        let whole = Prefix { bytes: &bytes, size: 10 };
+        assert_eq!(whole.read_at(5, &mut buf).unwrap(), 5);
+        assert_eq!(buf[..5], [5, 6, 7, 8, 9]);
+        assert_eq!(whole.read_at(10, &mut buf).unwrap(), 0);
+        let eleven = Prefix { bytes: &bytes, size: 11 };
+        assert!(eleven.read_at(5, &mut buf).is_err());
+    }
+
     /// A CCOB whose content is not one bundle is scanned whole only below a
     /// bound: one claiming (and really decoding to) 80 MiB is refused
     /// without being decoded, so planning costs no such memory.
