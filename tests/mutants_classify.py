@@ -32,10 +32,10 @@ def main() -> int:
         if f == "baseline.log":
             continue
         text = open(os.path.join(logdir, f), errors="replace").read()
-        first = text.split("\n", 1)[0]
-        if not first.startswith("*** "):
+        first = re.search(r"^\*\*\* (.+)$", text, re.M)
+        if not first:
             continue
-        name = first[4:]
+        name = first.group(1)
         failing[name] = sorted(set(re.findall(r"^test (\S+) \.\.\. FAILED$", text, re.M)))
     only_new, old = [], []
     for m in lists["caught"]:
