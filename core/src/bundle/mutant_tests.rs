@@ -521,3 +521,34 @@ fn decoding_stops_at_the_ccob_extent() {
     at.extend_from_slice(&d);
     assert!(ccob::decode(&at, 333, len, &h).is_err());
 }
+
+/// Content that is not one bundle is walked whole up to 64 MiB (docs §3:
+/// refused only if it *exceeds* 64 MiB): exactly 64 MiB of two bundles
+/// lists both. (Over the bound: `oversized_multi_part_content_is_not_decoded_whole`.)
+#[test]
+fn two_bundles_of_exactly_64_mib_are_walked() {
+    let id2 = "hipv4-amdgcn-amd-amdhsa--gfx1030";
+    let mut second = raw_bundle(&[(96, 16, id2)]);
+    second.resize(96, 0);
+    second.extend_from_slice(&[0x42; 16]);
+    let first_len = (64u64 << 20) - second.len() as u64;
+    let mut content = raw_bundle(&[(4096, first_len - 4096, "hipv4-amdgcn-amd-amdhsa--gfx90a")]);
+    content.resize(4096, 0);
+    let mut x: u32 = 11;
+    content.extend((0..200_000).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x as u8
+    }));
+    content.resize(first_len as usize, 0);
+    content.extend_from_slice(&second);
+    assert_eq!(content.len(), 64 << 20);
+    let c = ccob::encode(&content, 3, CcobMethod::Zstd, 1).unwrap();
+    drop(content);
+    let len = c.len() as u64;
+    let (h, _) = compressed(&c, 0, len);
+    let inner = ccob::inner_bundles(&c, 0, len, &h).unwrap();
+    let got: Vec<(u64, u64)> = inner.iter().map(|(at, b)| (*at, b.len)).collect();
+    assert_eq!(got, [(0, first_len), (first_len, 112)]);
+}
