@@ -378,6 +378,17 @@ fn bundle_entry_limits() {
     assert_eq!(p.header_len, b.len() as u64);
     // The ID cut by the end of `avail`.
     assert!(parse_bundle(&b, 0, b.len() as u64 - 1).is_err());
+    // A first ID longer than the first 4 KiB window: the window grows.
+    let b = raw_bundle(&[(1, 0, long.as_str())]);
+    assert_eq!(parse_bundle(&b, 0, b.len() as u64).unwrap().entries[0].id, long);
+    // A descriptor whose length field lies past the first window: a first
+    // descriptor of 4090 bytes (ID 4066), then one of 4120 bytes ending at
+    // 8210, past twice the first window.
+    let first = "x".repeat(4066);
+    let b = raw_bundle(&[(1, 0, first.as_str()), (1, 0, long.as_str())]);
+    assert_eq!(b.len(), 32 + 4090 + 4120);
+    let p = parse_bundle(&b, 0, b.len() as u64).unwrap();
+    assert_eq!((p.entries[0].id.len(), p.entries[1].id.as_str()), (4066, long.as_str()));
     let too_long = "z".repeat(4097);
     let b = raw_bundle(&[(1, 0, too_long.as_str())]);
     assert!(parse_bundle(&b, 0, b.len() as u64).is_err());
