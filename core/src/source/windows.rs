@@ -349,7 +349,8 @@ mod tests {
         // (so "not a plain path"); a `:` later on names a data stream.
         for (rel, stream) in [("f:s", false), ("f::$DATA", false), ("d/x:y", true), ("d/f::$DATA", true)] {
             let e = tr.stat(Path::new(rel)).unwrap_err();
-            let want = if stream { matches!(e, SourceError::Refused(Refusal::DataStream)) } else { matches!(e, SourceError::Refused(Refusal::NotPlainPath(_))) };
+            let want =
+                if stream { matches!(e, SourceError::Refused(Refusal::DataStream)) } else { matches!(e, SourceError::Refused(Refusal::NotPlainPath(_))) };
             assert!(want, "{rel}: {e:?}");
             assert!(tr.open_file(Path::new(rel)).is_err(), "{rel}");
         }

@@ -507,6 +507,44 @@ pub fn encode(bundle: &[u8], version: u16, method: CcobMethod, level: i32) -> io
 mod tests {
     use super::*;
 
+    /// `RangeReader` as a plain `Read` (the decoders use it as `BufRead`;
+    /// `Read` must hand out the same bytes): a range of a source, in
+    /// pieces, counted as consumed, ending at the range's end.
+    #[test]
+    fn range_reader_reads_its_range() {
+        let src: Vec<u8> = (0..=255u8).collect();
+        let mut r = RangeReader::new(&src, 10, 50);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 7];
+        // 40 bytes in pieces of 7 take 6 reads; a 7th returns 0.
+        for _ in 0..7 {
+            let n = r.read(&mut buf).unwrap();
+            out.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(out, (10..50u8).collect::<Vec<u8>>());
+        assert_eq!(r.consumed, 40);
+    }
+
+    /// `Prefix` (a decoded prefix standing for the whole content): a read
+    /// that stops short inside the content but past the prefix is an error,
+    /// never a short read that could pass for the content's end; a read that
+    /// stops at the content's real end is an ordinary short read.
+    #[test]
+    fn prefix_reads_past_the_prefix_are_errors() {
+        let bytes: Vec<u8> = (0..10).collect();
+        let mut buf = [0u8; 10];
+        let cut = Prefix { bytes: &bytes, size: 100 };
+        assert_eq!(cut.read_at(5, &mut buf).map_err(|e| e.kind()), Err(io::ErrorKind::UnexpectedEof));
+        assert_eq!(cut.read_at(0, &mut buf).unwrap(), 10);
+        assert_eq!(cut.size().unwrap(), 100);
+        let whole = Prefix { bytes: &bytes, size: 10 };
+        assert_eq!(whole.read_at(5, &mut buf).unwrap(), 5);
+        assert_eq!(buf[..5], [5, 6, 7, 8, 9]);
+        assert_eq!(whole.read_at(10, &mut buf).unwrap(), 0);
+        let eleven = Prefix { bytes: &bytes, size: 11 };
+        assert!(eleven.read_at(5, &mut buf).is_err());
+    }
+
     /// A CCOB whose content is not one bundle is scanned whole only below a
     /// bound: one claiming (and really decoding to) 80 MiB is refused
     /// without being decoded, so planning costs no such memory.

@@ -9,6 +9,8 @@
 
 pub mod ccob;
 mod describe;
+#[cfg(test)]
+mod mutant_tests;
 
 use std::io;
 

@@ -7,6 +7,8 @@
 //! `zstd-per-kernel` writer and the reader exist for packagers, for
 //! `kpackfs resolve`, and for compatibility tests against upstream vectors.
 
+#[cfg(test)]
+mod mutant_tests;
 mod name;
 mod read;
 mod write;
