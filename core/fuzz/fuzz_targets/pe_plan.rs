@@ -1,8 +1,8 @@
 //! The PE planner on arbitrary input, with the same invariants.
 #![no_main]
-use kpackfs_core::formats::pe::{self, PeFile};
 use kpackfs_core::formats::host;
 use kpackfs_core::formats::marker::Marker;
+use kpackfs_core::formats::pe::{self, PeFile};
 use libfuzzer_sys::fuzz_target;
 
 mod common;
