@@ -15,7 +15,7 @@
 //! is renamed into place only when complete.
 
 mod archives;
-pub mod manifest;
+mod manifest;
 pub mod recombine;
 mod record;
 mod scan;

@@ -4,10 +4,10 @@
 //! rules ([`db`]). Planning reads formats and produces layouts; it knows
 //! nothing of inodes, handles, caches or the adapters.
 
-pub mod archive;
-pub mod binary;
+mod archive;
+mod binary;
 pub mod db;
-pub mod select;
+mod select;
 
 pub use archive::{ArchiveCompression, ArchiveNaming, ArchivePlan, Archives, ZSTD_LEVEL};
 pub use binary::{FatBinary, Refusal};
