@@ -93,6 +93,12 @@ enum Comp {
 pub struct Pattern {
     comps: Vec<Comp>,
     capture: Option<Capture>,
+    /// Texts every matching path holds within one of its components: the
+    /// pattern's literal runs, and `gfx` where it captures (every capture
+    /// reads a name starting `gfx`). Classification runs for every listed
+    /// entry against every rule; a path lacking one of these cannot match,
+    /// and finding that out is a few substring searches instead of a walk.
+    needles: Vec<Vec<u8>>,
 }
 
 /// One component of the path being matched; `Beneath` stands for "any
@@ -141,7 +147,22 @@ impl Pattern {
             }
             comps.push(Comp::Seg(toks));
         }
-        Ok(Pattern { comps, capture })
+        let mut needles: Vec<Vec<u8>> = Vec::new();
+        for c in &comps {
+            if let Comp::Seg(toks) = c {
+                needles.extend(toks.iter().filter_map(|t| match t {
+                    Tok::Lit(l) => Some(l.clone()),
+                    _ => None,
+                }));
+            }
+        }
+        if capture.is_some() {
+            needles.push(b"gfx".to_vec());
+        }
+        // Longest first: the rarer text is the likelier early miss.
+        needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        needles.dedup();
+        Ok(Pattern { comps, capture, needles })
     }
 
     pub fn capture(&self) -> Option<Capture> {
@@ -150,6 +171,9 @@ impl Pattern {
 
     /// Matches the whole path; `Some(capture)` on success.
     pub(super) fn matches(&self, path: &[PathComp<'_>]) -> Option<Found> {
+        if !self.may_match(path) {
+            return None;
+        }
         let hit = MEMO.with(|m| match m.try_borrow_mut() {
             Ok(mut memo) => self.run(path, &mut memo),
             // Not reached (matching does not re-enter itself); a fresh
@@ -160,6 +184,18 @@ impl Pattern {
             let (PathComp::Name(name), Some(kind)) = (path[h.comp], self.capture) else { return None };
             read(kind, &name[h.at..]).map(|r| r.arch(&name[h.at..]))
         }))
+    }
+
+    /// Whether every needle occurs in some component of `path` (a
+    /// necessary condition for a match: each literal run and each capture
+    /// lies within one component).
+    fn may_match(&self, path: &[PathComp<'_>]) -> bool {
+        self.needles.iter().all(|n| {
+            path.iter().any(|c| match c {
+                PathComp::Name(name) => memchr::memmem::find(name, n).is_some(),
+                PathComp::Beneath => false,
+            })
+        })
     }
 
     fn run(&self, path: &[PathComp<'_>], memo: &mut Memo) -> Option<Option<Hit>> {
