@@ -174,3 +174,24 @@ fn old_kernel_rule_is_reported() {
         assert_eq!(mismatch(&out), None, "{f} transformed");
     }
 }
+
+/// The probe's shortcut for GPU code objects (device code, never a host
+/// binary): clang-offload-bundler's objects of test_assets/expected are
+/// recognised from their first bytes; host libraries, fat or not, are not,
+/// and the fat one still probes as fat.
+#[test]
+fn probes_stop_at_device_code() {
+    use kpackfs_core::formats::host::{probe_class, Probe};
+    let a = common::assets();
+    for co in ["gfx1030.co", "gfx906.co", "gfx90a_xnack+.co", "gfx90a_xnack-.co"] {
+        let b = read(a.join("expected/libmulti.so/0").join(co));
+        assert!(elf::is_device_code(&b[..elf::IDENT_LEN]), "{co}");
+        assert_eq!(probe_class(&b).unwrap(), Probe::Plain, "{co}");
+    }
+    for (lib, want) in [("bin/libhost.so", Probe::Plain), ("bin/libmulti.so", Probe::Fat)] {
+        let b = read(a.join(lib));
+        assert!(!elf::is_device_code(&b[..elf::IDENT_LEN]), "{lib}");
+        assert_eq!(probe_class(&b).unwrap(), want, "{lib}");
+    }
+    assert!(!elf::is_device_code(b"\x7fELF"), "too short to tell");
+}

@@ -6,7 +6,7 @@
 
 use std::io;
 
-use crate::formats::elf::ElfFile;
+use crate::formats::elf::{self, ElfFile};
 use crate::formats::pe::PeFile;
 use crate::io::{is_transient, read_exact_at, ReadAt};
 
@@ -77,10 +77,10 @@ pub fn detect(src: &dyn ReadAt) -> Option<HostFormat> {
     format_of(&magic)
 }
 
-fn format_of(magic: &[u8; 4]) -> Option<HostFormat> {
+fn format_of(magic: &[u8]) -> Option<HostFormat> {
     match magic {
-        b"\x7fELF" => Some(HostFormat::Elf),
-        [b'M', b'Z', _, _] => Some(HostFormat::Pe),
+        [0x7f, b'E', b'L', b'F', ..] => Some(HostFormat::Elf),
+        [b'M', b'Z', ..] => Some(HostFormat::Pe),
         _ => None,
     }
 }
@@ -136,13 +136,15 @@ pub const MIN_FAT_SIZE: u64 = 80;
 /// four bytes settles almost every file; only ELF/PE files have their
 /// headers parsed.
 pub fn probe_class(src: &dyn ReadAt) -> io::Result<Probe> {
-    let mut magic = [0u8; 4];
-    match read_exact_at(src, 0, &mut magic) {
+    // Shorter files are neither ELF nor PE host binaries (a PE's DOS
+    // header alone is 64 bytes).
+    let mut head = [0u8; elf::IDENT_LEN];
+    match read_exact_at(src, 0, &mut head) {
         Ok(()) => {}
         Err(e) if is_transient(&e) => return Err(e),
         Err(_) => return Ok(Probe::Plain),
     }
-    if format_of(&magic).is_none() {
+    if format_of(&head[..4]).is_none() || elf::is_device_code(&head) {
         return Ok(Probe::Plain);
     }
     match Host::open(src) {

@@ -27,6 +27,7 @@ pub const SHF_ALLOC: u64 = object::elf::SHF_ALLOC.0;
 pub const ET_EXEC: u16 = object::elf::ET_EXEC.0;
 pub const ET_DYN: u16 = object::elf::ET_DYN.0;
 pub const EM_X86_64: u16 = object::elf::EM_X86_64.0;
+pub const EM_AMDGPU: u16 = object::elf::EM_AMDGPU.0;
 /// x86-64 relocation numbers (the only machine the reference handles).
 pub const R_X86_64_64: u32 = 1;
 pub const R_X86_64_RELATIVE: u32 = 8;

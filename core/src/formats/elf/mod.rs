@@ -17,7 +17,7 @@ pub use transform::{plan, Deviation, ElfPlan, WrapperInfo};
 
 use crate::io::{read_exact_at, read_vec_at, ReadAt};
 use crate::layout::LayoutError;
-use headers::{EHDR_SIZE, EM_X86_64, PHDR_SIZE, PT_INTERP, SHDR_SIZE};
+use headers::{EHDR_SIZE, EM_AMDGPU, EM_X86_64, PHDR_SIZE, PT_INTERP, SHDR_SIZE};
 
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
 pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
@@ -62,6 +62,18 @@ pub struct ElfFile {
     pub phdrs: Vec<Phdr>,
     pub shdrs: Vec<Shdr>,
     pub shstrtab: Vec<u8>,
+}
+
+/// Bytes of a file [`is_device_code`] looks at.
+pub const IDENT_LEN: usize = 20;
+
+/// Whether `head` (a file's first [`IDENT_LEN`] bytes) starts an ELF64
+/// little-endian GPU code object (`EM_AMDGPU`): device code, never a host
+/// binary. Installs hold thousands of them (rocBLAS, hipBLASLt kernel
+/// libraries), and a listing's probe that stops here reads one page of
+/// each instead of its header tables too.
+pub fn is_device_code(head: &[u8]) -> bool {
+    head.len() >= IDENT_LEN && head[..4] == *b"\x7fELF" && head[4] == 2 && head[5] == 1 && u16::from_le_bytes([head[18], head[19]]) == EM_AMDGPU
 }
 
 /// Largest file position and virtual address a header may reach (x86-64
