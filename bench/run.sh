@@ -57,7 +57,7 @@ else
 fi
 ARCHIVE_NAME=${LIB}_${ARCH}.kpack
 K=$W/bin/kpackfs       # a snapshot of the release build: a rebuild during the run cannot change it
-P=$ROOT/target/bench-plainfs/release/plainfs
+P=${CARGO_TARGET_DIR:-$ROOT/target}/bench-plainfs/release/plainfs
 BT=$W/bin/bt
 STUB=$W/stub
 SRC=$W/src
@@ -201,10 +201,10 @@ for m in "$MNT"/*; do [ -e "$m" ] && is_mounted "$m" && { umount "$m" 2>/dev/nul
 busy_sampler & SAMPLER=$!
 say "build"
 (cd "$ROOT" && cargo build --release --locked -q -p kpackfs)
-cp "$ROOT/target/release/kpackfs" "$K"
+cp "${CARGO_TARGET_DIR:-$ROOT/target}/release/kpackfs" "$K"
 src_state() { echo "$(git -C "$ROOT" rev-parse --short HEAD) diff:$(git -C "$ROOT" diff HEAD -- core fs-linux Cargo.lock | sha256sum | cut -c1-12)"; }
 SRC_STATE=$(src_state)
-cargo build --release --locked -q --manifest-path "$ROOT/bench/plainfs/Cargo.toml" --target-dir "$ROOT/target/bench-plainfs"
+cargo build --release --locked -q --manifest-path "$ROOT/bench/plainfs/Cargo.toml" --target-dir "${CARGO_TARGET_DIR:-$ROOT/target}/bench-plainfs"
 cc -O2 -Wall -o "$BT" "$ROOT/bench/tools/bt.c"
 cc -O2 -shared -fPIC -o "$STUB/libamdhip64.so.5" "$ROOT/tests/hip-stub/hipstub.c" \
   -Wl,--version-script="$ROOT/tests/hip-stub/hipstub.map" -Wl,-soname,libamdhip64.so.5

@@ -46,12 +46,12 @@ mkdir -p "$W" "$MNT"
 
 if [ -n "${KPACKFS:-}" ]; then K=$KPACKFS; else
   (cd "$ROOT" && cargo build --release --locked -q -p kpackfs)
-  K=$ROOT/target/release/kpackfs
+  K=${CARGO_TARGET_DIR:-$ROOT/target}/release/kpackfs
 fi
 cp "$K" "$W/kpackfs"; K=$W/kpackfs   # a rebuild during the run cannot change it
 KB=""; [ -n "${KPACKFS_BEFORE:-}" ] && { cp "$KPACKFS_BEFORE" "$W/kpackfs-before"; KB=$W/kpackfs-before; }
-cargo build --release --locked -q --manifest-path "$ROOT/bench/plainfs/Cargo.toml" --target-dir "$ROOT/target/bench-plainfs"
-P=$ROOT/target/bench-plainfs/release/plainfs
+cargo build --release --locked -q --manifest-path "$ROOT/bench/plainfs/Cargo.toml" --target-dir "${CARGO_TARGET_DIR:-$ROOT/target}/bench-plainfs"
+P=${CARGO_TARGET_DIR:-$ROOT/target}/bench-plainfs/release/plainfs
 REV="$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- core fs-linux || echo '+uncommitted')"
 
 # --- the tree ------------------------------------------------------------------
