@@ -240,12 +240,14 @@ def main():
                      f"{one('f10.code_objects') or 0:.0f} objects", "", "", None, "identical",
                      ok(same == 1 and one("f10.not_ok") == 0)))
 
-    # 11. large tree walks (bench/tree.sh)
+    # 11. large tree walks (bench/tree.sh). The view hides the other
+    # architectures' files, so the targets compare with plainfs over a tree
+    # of exactly the entries the view shows (plainfs-same).
     nf, nd = one("f11.source.files"), one("f11.source.dirs")
     walks = (("readdir", "`find -type f` (readdir only)"), ("stat", "`find -type f -printf %s` (readdir + stat)"))
     for c in ("cold", "warm"):
         for kind, label in walks:
-            p = med(f"f11.{c}.{kind}.plainfs.secs")
+            p = med(f"f11.{c}.{kind}.plainfs-same.secs")
             for v, vl, tgt in (("kpackfs", "--cache-dir none", {"readdir": 1.2, "stat": 1.3}.get(kind)),
                                ("kpackfs-colddir", "empty cache dir", None),
                                ("kpackfs-warmdir", "warm cache dir after a remount", 1.1 if kind == "stat" else None)):
@@ -254,12 +256,13 @@ def main():
                     continue
                 tgt = tgt if c == "cold" else None
                 met = ok(p is not None and kk / p <= tgt) if tgt else None
-                row("11", f"walk of {nf or 0:.0f} files / {nd or 0:.0f} dirs, {label}, {vl}, page cache {c}", kk, "s",
-                    "plainfs", p, f"≤ {tgt:.2f}" if tgt else "—", met)
-            d, kk = med(f"f11.{c}.{kind}.direct.secs"), med(f"f11.{c}.{kind}.kpackfs.secs")
-            if d is not None and kk is not None:
-                row("11", f"same walk, {label}, --cache-dir none, page cache {c}", kk, "s",
-                    "direct (the source tree)", d)
+                row("11", f"walk of a {nf or 0:.0f}-file / {nd or 0:.0f}-dir install tree, {label}, {vl}, page cache {c}",
+                    kk, "s", "plainfs over the entries the view shows", p, f"≤ {tgt:.2f}" if tgt else "—", met)
+            kk = med(f"f11.{c}.{kind}.kpackfs.secs")
+            for b, bl in (("plainfs", "plainfs over the whole source"), ("direct", "direct (the whole source)")):
+                bb = med(f"f11.{c}.{kind}.{b}.secs")
+                if kk is not None and bb is not None:
+                    row("11", f"same walk, {label}, --cache-dir none, page cache {c}", kk, "s", bl, bb)
 
     # ---- output
     def ratio_s(r, t="—"):
