@@ -601,7 +601,7 @@ KPACKFS=$K bash "$ROOT/bench/start.sh" "${SMOKE_ARG[@]}" --raw "$RAW" >&2
 
 # ---- 11. large tree walks -----------------------------------------------------------------
 figure 11 "walks of a generated install-shaped tree: kpackfs vs plainfs vs direct (bench/tree.sh)"
-cmd "bash bench/tree.sh ${SMOKE_ARG[*]}   # per sample: fresh mount (plainfs; kpackfs mount --arch gfx90a --cache-dir none | empty DIR | DIR a previous mount filled), drop_caches, find M -type f [-printf '%s\\n'] (cold), the same again (warm)"
+cmd "bash bench/tree.sh ${SMOKE_ARG[*]}   # per sample: fresh mount (plainfs over the source, and over hard links of just the entries the view shows; kpackfs mount --arch gfx90a --cache-dir none | empty DIR | DIR a previous mount filled), drop_caches, find M -type f [-printf '%s\\n'] (cold), the same again (warm)"
 KPACKFS=$K bash "$ROOT/bench/tree.sh" "${SMOKE_ARG[@]}" --raw "$RAW" >&2
 
 # ---- report ----------------------------------------------------------------------------
