@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
     --smoke) MODE=smoke ;;
     --reps) REPS=$2; shift ;;
     --raw) RAWOUT=$2; shift ;;
-    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "usage: bash bench/start.sh [--smoke] [--reps N] [--raw FILE]" >&2; exit 2 ;;
   esac
   shift
