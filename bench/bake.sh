@@ -15,7 +15,7 @@ if [ -n "${KPACKFS:-}" ]; then
   K=$KPACKFS
 else
   cargo build --release --locked -q -p kpackfs
-  K=$PWD/target/release/kpackfs
+  K=${CARGO_TARGET_DIR:-$PWD/target}/release/kpackfs
 fi
 W=$(mktemp -d /tmp/kpackfs-bench-bake.XXXXXX); trap 'rm -rf "$W"' EXIT
 mkdir -p "$W/src/lib"

@@ -220,6 +220,50 @@ def main():
             row("9", f"daemon VmHWM, CCOB source, auto, {label}", kb and kb / 1024, "MB", "limit 64 MB + cache",
                 320, "≤ 320 MB", ok(kb is not None and kb / 1024 <= 320))
 
+    # 10. process start (bench/start.sh): one process dlopen()s the library
+    # through the test HIP runtime, which resolves its code objects.
+    for c in ("cold", "warm"):
+        fat = med(f"f10.{c}.fat.us")
+        for v, label in (("view", "view (cache dir from a previous mount)"), ("view-nocache", "view, --cache-dir none"),
+                         ("baked", "baked tree")):
+            kk = med(f"f10.{c}.{v}.us")
+            if kk is None:
+                continue
+            tgt, met = "—", None
+            if v == "view" and c == "cold":
+                tgt, met = "≤ 1.20", ok(fat is not None and kk / fat <= 1.20)
+            row("10", f"process start (dlopen + resolve), {label}, page cache {c}", kk / 1000, "ms",
+                "fat original on local disk", fat and fat / 1000, tgt, met)
+    same = one("f10.identical")
+    if same is not None:
+        rows.append(("10", "view and baked tree resolve to the fat original's code objects, every call OK",
+                     f"{one('f10.code_objects') or 0:.0f} objects", "", "", None, "identical",
+                     ok(same == 1 and one("f10.not_ok") == 0)))
+
+    # 11. large tree walks (bench/tree.sh). The view hides the other
+    # architectures' files, so the targets compare with plainfs over a tree
+    # of exactly the entries the view shows (plainfs-same).
+    nf, nd = one("f11.source.files"), one("f11.source.dirs")
+    walks = (("readdir", "`find -type f` (readdir only)"), ("stat", "`find -type f -printf %s` (readdir + stat)"))
+    for c in ("cold", "warm"):
+        for kind, label in walks:
+            p = med(f"f11.{c}.{kind}.plainfs-same.secs")
+            for v, vl, tgt in (("kpackfs", "--cache-dir none", {"readdir": 1.2, "stat": 1.3}.get(kind)),
+                               ("kpackfs-colddir", "empty cache dir", None),
+                               ("kpackfs-warmdir", "warm cache dir after a remount", 1.1 if kind == "stat" else None)):
+                kk = med(f"f11.{c}.{kind}.{v}.secs")
+                if kk is None:
+                    continue
+                tgt = tgt if c == "cold" else None
+                met = ok(p is not None and kk / p <= tgt) if tgt else None
+                row("11", f"walk of a {nf or 0:.0f}-file / {nd or 0:.0f}-dir install tree, {label}, {vl}, page cache {c}",
+                    kk, "s", "plainfs over the entries the view shows", p, f"≤ {tgt:.2f}" if tgt else "—", met)
+            kk = med(f"f11.{c}.{kind}.kpackfs.secs")
+            for b, bl in (("plainfs", "plainfs over the whole source"), ("direct", "direct (the whole source)")):
+                bb = med(f"f11.{c}.{kind}.{b}.secs")
+                if kk is not None and bb is not None:
+                    row("11", f"same walk, {label}, --cache-dir none, page cache {c}", kk, "s", bl, bb)
+
     # ---- output
     def ratio_s(r, t="—"):
         # 3 decimals where a target decides, so rounding never hides why.

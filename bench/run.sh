@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # kpackfs benchmark suite.
 #
-#   bash bench/run.sh            full run (~4-5 min on 2 cores): Debian's librocsparse
-#                                (1.3 GB) and librocrand, a 1 GiB data file;
-#                                writes bench/RESULTS.md
+#   bash bench/run.sh            full run (~8-10 min on 2 cores): Debian's librocsparse
+#                                (1.3 GB) and librocrand, a 1 GiB data file, a
+#                                33,000-file install-shaped tree; writes bench/RESULTS.md
 #   bash bench/run.sh --smoke    CI check that the suite works (< 1 min once
 #                                built): librocrand only, tiny inputs, one
 #                                repetition, no figure asserted; writes
@@ -13,6 +13,10 @@
 # source file read directly, and/or the same file through `plainfs`
 # (bench/plainfs: the simplest fuser 0.18 read-only passthrough mount: TTL
 # 1 s, no FOPEN_KEEP_CACHE, no kernel passthrough, 4 workers).
+# Figures 10 (process start: dlopen + code-object resolution through the view,
+# a baked tree and the fat original) and 11 (walks of an install-shaped tree)
+# are bench/start.sh and bench/tree.sh, whose headers describe every row;
+# their samples join this run's (--raw) and report.py judges them.
 # Needs root (mounts, /proc/sys/vm/drop_caches). Inputs are installed with
 # apt-get if missing. All mounts are removed on exit, also on failure.
 #
@@ -57,7 +61,7 @@ else
 fi
 ARCHIVE_NAME=${LIB}_${ARCH}.kpack
 K=$W/bin/kpackfs       # a snapshot of the release build: a rebuild during the run cannot change it
-P=$ROOT/target/bench-plainfs/release/plainfs
+P=${CARGO_TARGET_DIR:-$ROOT/target}/bench-plainfs/release/plainfs
 BT=$W/bin/bt
 STUB=$W/stub
 SRC=$W/src
@@ -201,10 +205,10 @@ for m in "$MNT"/*; do [ -e "$m" ] && is_mounted "$m" && { umount "$m" 2>/dev/nul
 busy_sampler & SAMPLER=$!
 say "build"
 (cd "$ROOT" && cargo build --release --locked -q -p kpackfs)
-cp "$ROOT/target/release/kpackfs" "$K"
+cp "${CARGO_TARGET_DIR:-$ROOT/target}/release/kpackfs" "$K"
 src_state() { echo "$(git -C "$ROOT" rev-parse --short HEAD) diff:$(git -C "$ROOT" diff HEAD -- core fs-linux Cargo.lock | sha256sum | cut -c1-12)"; }
 SRC_STATE=$(src_state)
-cargo build --release --locked -q --manifest-path "$ROOT/bench/plainfs/Cargo.toml" --target-dir "$ROOT/target/bench-plainfs"
+cargo build --release --locked -q --manifest-path "$ROOT/bench/plainfs/Cargo.toml" --target-dir "${CARGO_TARGET_DIR:-$ROOT/target}/bench-plainfs"
 cc -O2 -Wall -o "$BT" "$ROOT/bench/tools/bt.c"
 cc -O2 -shared -fPIC -o "$STUB/libamdhip64.so.5" "$ROOT/tests/hip-stub/hipstub.c" \
   -Wl,--version-script="$ROOT/tests/hip-stub/hipstub.map" -Wl,-soname,libamdhip64.so.5
@@ -588,6 +592,17 @@ for i in $(seq "$R_CCOB"); do
   rec f9.plain.cold.mbps "$("$BT" read "$PLAIN9" "$A9" | field mbps)"
 done
 rm -rf "$CD"
+
+# ---- 10. process start ------------------------------------------------------------------
+figure 10 "process start: dlopen + code-object resolution through the view, a baked tree and the fat original (bench/start.sh)"
+SMOKE_ARG=(); [ $MODE = smoke ] && SMOKE_ARG=(--smoke)
+cmd "bash bench/start.sh ${SMOKE_ARG[*]}   # per sample: KPACK_STUB_OUT=/dev/shm/DIR KPACK_STUB_ARCH=gfx90a:sramecc+:xnack- LD_LIBRARY_PATH=stub bt runs 1 0 stub/dlopen_driver LIB; LIB = the fat original, MNT/lib/LIB (kpackfs mount --arch gfx90a, --cache-dir DIR filled by a previous mount, or none), a kpackfs bake of it; cold: fresh mount + drop_caches, then warm on the same mount"
+KPACKFS=$K bash "$ROOT/bench/start.sh" "${SMOKE_ARG[@]}" --raw "$RAW" >&2
+
+# ---- 11. large tree walks -----------------------------------------------------------------
+figure 11 "walks of a generated install-shaped tree: kpackfs vs plainfs vs direct (bench/tree.sh)"
+cmd "bash bench/tree.sh ${SMOKE_ARG[*]}   # per sample: fresh mount (plainfs over the source, and over hard links of just the entries the view shows; kpackfs mount --arch gfx90a --cache-dir none | empty DIR | DIR a previous mount filled), drop_caches, find M -type f [-printf '%s\\n'] (cold), the same again (warm)"
+KPACKFS=$K bash "$ROOT/bench/tree.sh" "${SMOKE_ARG[@]}" --raw "$RAW" >&2
 
 # ---- report ----------------------------------------------------------------------------
 kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null || true; SAMPLER=

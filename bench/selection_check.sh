@@ -21,7 +21,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 bash "$ROOT/.ci/apt-need.sh" bench/selection_check.sh librocsparse0 fuse3 >&2
 if [ -n "${KPACKFS:-}" ]; then K=$KPACKFS; else
   (cd "$ROOT" && cargo build --release -q -p kpackfs)
-  K=$ROOT/target/release/kpackfs
+  K=${CARGO_TARGET_DIR:-$ROOT/target}/release/kpackfs
 fi
 W=$ROOT/bench/work/selection
 mkdir -p "$W/src/lib" "$W/mnt"

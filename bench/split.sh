@@ -35,7 +35,7 @@ for l in $LIBS; do ln "$LIBDIR/$l" "$W/src/lib/$l" 2>/dev/null || cp "$LIBDIR/$l
 REPS=3; [ $MODE = smoke ] && REPS=1
 if [ -n "${KPACKFS:-}" ]; then K=$KPACKFS; else
   (cd "$ROOT" && cargo build --release -q -p kpackfs)
-  K=$ROOT/target/release/kpackfs
+  K=${CARGO_TARGET_DIR:-$ROOT/target}/release/kpackfs
 fi
 cat "$W"/src/lib/* > /dev/null   # warm the page cache
 IN_BYTES=$(du -sbL "$W/src" | cut -f1)

@@ -26,7 +26,7 @@ REPS=3; [ $MODE = smoke ] && REPS=1
 # KPACKFS=/path/to/kpackfs measures that binary instead of building one.
 if [ -n "${KPACKFS:-}" ]; then K=$KPACKFS; else
   (cd "$ROOT" && cargo build --release -q -p kpackfs)
-  K=$ROOT/target/release/kpackfs
+  K=${CARGO_TARGET_DIR:-$ROOT/target}/release/kpackfs
 fi
 VIEWS=(gfx90a:xnack- gfx1030 gfx908:xnack-)
 declare -a PIDS=()
