@@ -2,6 +2,7 @@
 //! minus hidden database files, plus `.kpack` beside fat binaries), cached
 //! per directory version, and the synthesized `.kpack` directories.
 
+use super::parallel;
 use super::*;
 
 /// A cached directory listing.
@@ -59,7 +60,7 @@ impl View {
             _ => true,
         });
         let want: Vec<&OsStr> = raw.iter().filter(|(_, k)| *k != Some(SourceKind::Dir)).map(|(n, _)| n.as_os_str()).collect();
-        let mut stats = self.tree.stat_many(rel, &want)?.into_iter();
+        let mut stats = self.stat_entries(rel, &want)?.into_iter();
         let mut entries = Vec::with_capacity(raw.len() + 1);
         let mut files = Vec::new();
         for (name, kind) in raw {
@@ -105,6 +106,27 @@ impl View {
             self.listings.remove_if(rel, |_, kept| Arc::ptr_eq(kept, &l));
         }
         Ok(l)
+    }
+
+    /// `lstat` of the entries `names` of directory `rel`, in order; a large
+    /// directory's in chunks on several threads (cold, each is an inode
+    /// read from disk).
+    fn stat_entries(&self, rel: &Path, names: &[&OsStr]) -> Result<Vec<source::Result<SourceStat>>> {
+        const CHUNK: usize = 512;
+        let chunks = parallel::chunked(names.len(), CHUNK, |r| self.tree.stat_many(rel, &names[r]));
+        let mut out = Vec::with_capacity(names.len());
+        for (i, c) in chunks.into_iter().enumerate() {
+            match c {
+                Some(stats) => out.extend(stats?),
+                // A thread that panicked: its entries are left out of this
+                // listing (as if each had vanished), not the directory.
+                None => {
+                    let n = names.len().min((i + 1) * CHUNK) - i * CHUNK;
+                    out.extend((0..n).map(|_| Err(std::io::Error::other("listing thread failed").into())));
+                }
+            }
+        }
+        Ok(out)
     }
 
     pub(super) fn has_fat(&self, dir: &Path) -> bool {

@@ -16,6 +16,7 @@ mod invalidate;
 mod listing;
 mod lookup;
 mod open;
+mod parallel;
 mod plan_cache;
 mod probes;
 #[cfg(test)]

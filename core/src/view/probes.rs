@@ -8,7 +8,8 @@
 //! ctime) with its answer — so a remount or a second daemon opens only the
 //! files that changed. Files too short to be fat binaries are never opened;
 //! the rest of a directory is opened in batches whose first pages are
-//! requested together, so the disk serves them in parallel.
+//! requested together, so the disk serves them in parallel, and a large
+//! directory's batches run on several threads (see [`super::parallel`]).
 //!
 //! Records are written whole (see [`crate::data_cache::RecordStore`]).
 //! Like the other cache entries, a record trusts a file's identity to stand
@@ -25,11 +26,12 @@ use crate::io::ReadAt;
 use crate::source::{SourceId, SourceStat, Time};
 
 use super::lookup::Analysis;
-use super::View;
+use super::{parallel, View};
 
 /// Bumped when a record's layout or meaning changes.
 const RECORD_FORMAT: &[u8] = b"kpackfs-probes-1";
-/// Files opened at once (their first pages requested together).
+/// Files opened at once by one thread (their first pages requested
+/// together); a listing runs up to [`parallel::THREADS`] such batches.
 const BATCH: usize = 64;
 /// Bytes of a file a probe reads first (the magic, and most headers).
 const HEAD: u64 = 4096;
@@ -128,6 +130,37 @@ impl View {
         (st.size < MIN_FAT_SIZE).then_some(Probe::Plain)
     }
 
+    /// Probes `files[i]` for each `i` of `batch`: opened together, their
+    /// first pages requested together, so the disk serves them in parallel.
+    fn probe_batch(&self, rel: &Path, files: &[(OsString, SourceStat)], batch: &[usize]) -> Vec<(usize, Probe)> {
+        let names: Vec<&OsStr> = batch.iter().map(|&i| files[i].0.as_os_str()).collect();
+        let opened = match self.tree.open_many(rel, &names) {
+            Ok(o) => o,
+            Err(e) => {
+                log::debug!("{}: probes failed ({e}); will retry", rel.display());
+                return Vec::new();
+            }
+        };
+        for (f, _) in opened.iter().flatten() {
+            f.prefetch(0, HEAD);
+        }
+        let mut out = Vec::with_capacity(batch.len());
+        for (&i, o) in batch.iter().zip(opened) {
+            self.stats.probes_run.fetch_add(1, Ordering::Relaxed);
+            let (name, st) = &files[i];
+            match o {
+                Ok((f, fst)) if fst.id() == st.id() => match host::probe_class(&f) {
+                    Ok(p) => out.push((i, p)),
+                    Err(e) => log::debug!("{}: probe failed ({e}); will retry", rel.join(name).display()),
+                },
+                // Changed since the listing's stat: its own event follows.
+                Ok(_) => {}
+                Err(e) => log::debug!("{}: probe failed ({e}); will retry", rel.join(name).display()),
+            }
+        }
+        out
+    }
+
     /// The fat binaries among `files` (regular files of directory `rel`,
     /// with their `lstat`; `dir` is the directory's), sorted as given.
     ///
@@ -147,31 +180,9 @@ impl View {
             }
             answers.push(known);
         }
-        for batch in todo.chunks(BATCH) {
-            let names: Vec<&OsStr> = batch.iter().map(|&i| files[i].0.as_os_str()).collect();
-            let opened = match self.tree.open_many(rel, &names) {
-                Ok(o) => o,
-                Err(e) => {
-                    log::debug!("{}: probes failed ({e}); will retry", rel.display());
-                    continue;
-                }
-            };
-            for (f, _) in opened.iter().flatten() {
-                f.prefetch(0, HEAD);
-            }
-            for (&i, o) in batch.iter().zip(opened) {
-                self.stats.probes_run.fetch_add(1, Ordering::Relaxed);
-                let (name, st) = &files[i];
-                match o {
-                    Ok((f, fst)) if fst.id() == st.id() => match host::probe_class(&f) {
-                        Ok(p) => answers[i] = Some(p),
-                        Err(e) => log::debug!("{}: probe failed ({e}); will retry", rel.join(name).display()),
-                    },
-                    // Changed since the listing's stat: its own event follows.
-                    Ok(_) => {}
-                    Err(e) => log::debug!("{}: probe failed ({e}); will retry", rel.join(name).display()),
-                }
-            }
+        let found = parallel::chunked(todo.len(), BATCH, |r| self.probe_batch(rel, files, &todo[r]));
+        for (i, p) in found.into_iter().flatten().flatten() {
+            answers[i] = Some(p);
         }
         for ((name, st), a) in files.iter().zip(&answers) {
             if let Some(p) = a {
