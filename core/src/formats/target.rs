@@ -250,12 +250,41 @@ pub fn compatible_targets(isa: &str) -> Vec<String> {
 /// runtime able to JIT SPIR-V from archives (rocm-systems #11040) keeps
 /// (docs/research/spirv.md §5.4).
 pub fn device_arch_list(isa: &TargetId) -> Vec<TargetId> {
+    if isa.is_spirv() {
+        // The pseudo-device "no native object" of `verify` and tests.
+        return vec![isa.clone()];
+    }
     let mut v = vec![isa.clone()];
     if let Some(g) = runtime_generic_of(&isa.processor) {
         v.push(TargetId { processor: g.to_string(), features: isa.features.clone() });
     }
     v.push(TargetId::spirv());
     v
+}
+
+/// The device ISAs a GPU of `t`'s processor can report when `t` names
+/// none of its features (`gfx90a` → `gfx90a:sramecc+:xnack-`,
+/// `gfx90a:sramecc+:xnack+`, `gfx90a:sramecc-:xnack-`,
+/// `gfx90a:sramecc-:xnack+`; the usual setting first), in the runtime's
+/// feature order; `t` itself when it names features or the processor has
+/// none. The loader is always handed a fully named ISA, so a bare name
+/// stands for "whichever of these my GPU is".
+pub fn device_variants(t: &TargetId) -> Vec<TargetId> {
+    if !t.features.is_empty() {
+        return vec![t.clone()];
+    }
+    let sram: &[Option<bool>] = if has_sramecc(&t.processor) { &[Some(true), Some(false)] } else { &[None] };
+    let xnack: &[Option<bool>] = if has_xnack(&t.processor) { &[Some(false), Some(true)] } else { &[None] };
+    let mut out = Vec::new();
+    for s in sram {
+        for x in xnack {
+            let mut v = TargetId::bare(&t.processor);
+            v.features.extend(s.map(|on| ("sramecc".to_string(), on)));
+            v.features.extend(x.map(|on| ("xnack".to_string(), on)));
+            out.push(v);
+        }
+    }
+    out
 }
 
 /// The targets a view serves, as given by the user (`gfx90a:xnack-,gfx1030`).

@@ -214,7 +214,9 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
     report.dropped_targets = found.iter().filter(|t| sel.is_some_and(|s| !s.selects(t))).map(ToString::to_string).collect();
     let any_fat = entries.iter().any(|e| matches!(e.kind, EntryKind::File(FileClass::Fat(..))));
     if let Some(s) = sel {
-        if any_fat && !found.is_empty() && found.iter().all(|t| !s.selects(t)) {
+        // SPIR-V objects serve every target: then no selection is empty.
+        let spirv = entries.iter().any(|e| matches!(&e.kind, EntryKind::File(FileClass::Fat(_, o)) if o.objects.iter().flatten().any(|c| c.is_spirv())));
+        if any_fat && !spirv && !found.is_empty() && found.iter().all(|t| !s.selects(t)) {
             let list: Vec<String> = found.iter().map(ToString::to_string).collect();
             return Err(SplitError::NoMatch(format!("--targets {s} matches no code object of {}; it carries: {}", input.root.display(), list.join(", "))));
         }

@@ -2,7 +2,7 @@
 //! each wrapper, and so what every archive and tool must reproduce.
 
 use crate::formats::bundle::CodeObject;
-use crate::formats::target::{has_sramecc, has_xnack, runtime_generic_of, Selection, TargetId};
+use crate::formats::target::{device_variants, runtime_generic_of, Selection, TargetId};
 
 /// The second stage, the same for every view: the code objects behind each
 /// wrapper and the targets present.
@@ -74,31 +74,6 @@ pub fn choice_for_key<'a>(objs: &'a [CodeObject], key: &TargetId) -> Option<&'a 
         return objs.iter().find(|o| o.is_spirv());
     }
     best_for(objs, key).filter(|o| !o.is_spirv())
-}
-
-/// The device ISAs a selected target stands for: itself when it names
-/// features; for a bare processor every `sramecc`/`xnack` setting its
-/// devices can report (a bare `gfx90a` serves `gfx90a:xnack-` devices too).
-pub fn device_variants(t: &TargetId) -> Vec<TargetId> {
-    if !t.features.is_empty() {
-        return vec![t.clone()];
-    }
-    let mut out = vec![t.clone()];
-    for (name, has) in [("sramecc", has_sramecc(&t.processor)), ("xnack", has_xnack(&t.processor))] {
-        if has {
-            out = out
-                .into_iter()
-                .flat_map(|d| {
-                    [true, false].map(|on| {
-                        let mut d = d.clone();
-                        d.features.push((name.to_string(), on));
-                        d
-                    })
-                })
-                .collect();
-        }
-    }
-    out
 }
 
 /// Whether the fat runtime would take the SPIR-V object of some wrapper
