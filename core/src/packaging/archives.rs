@@ -73,19 +73,17 @@ pub fn plan(
         };
         files.entry(file_target).or_default().push(t);
     }
-    // Per entry: whether its SPIR-V objects go into the component's
-    // `_amdgcnspirv` archive — always without `--targets` (a SPIR-V archive
-    // serves every GPU), else where a selected device would take them.
-    let spirv_from: Vec<bool> = entries
-        .iter()
-        .map(|e| match &e.kind {
-            EntryKind::File(FileClass::Fat(_, objs)) => {
-                objs.objects.iter().flatten().any(CodeObject::is_spirv) && selection.is_none_or(|s| crate::plan::spirv_needed(&objs.objects, s))
-            }
-            _ => false,
+    // The component's `_amdgcnspirv` archive, holding every SPIR-V object
+    // of the component (it serves every GPU): always without `--targets`,
+    // else only when a selected device would take some SPIR-V object.
+    let fat_objects = || {
+        entries.iter().filter_map(|e| match &e.kind {
+            EntryKind::File(FileClass::Fat(_, objs)) => Some(objs),
+            _ => None,
         })
-        .collect();
-    if spirv_from.contains(&true) {
+    };
+    let has_spirv = fat_objects().any(|o| o.objects.iter().flatten().any(CodeObject::is_spirv));
+    if has_spirv && selection.is_none_or(|s| fat_objects().any(|o| crate::plan::spirv_needed(&o.objects, s))) {
         files.insert(SPIRV_ARCH.to_string(), vec![TargetId::spirv()]);
     }
     let mut out = Vec::new();
@@ -103,9 +101,6 @@ pub fn plan(
         let mut entries_n = 0;
         for (ei, e) in entries.iter().enumerate() {
             let EntryKind::File(FileClass::Fat(fb, objs)) = &e.kind else { continue };
-            if keys[0].is_spirv() && !spirv_from[ei] {
-                continue;
-            }
             let prefix = &input.prefixes[e.prefix];
             for (w, wobjs) in fb.plan.wrappers.iter().zip(&objs.objects) {
                 let key = format!("{}#{}", fb.marker.kernel_name, w.index);
