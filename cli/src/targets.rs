@@ -98,7 +98,8 @@ pub fn not_carried(what: &str, sel: &Selection, place: &Path, carried: &BTreeSet
         return None;
     }
     // SPIR-V objects are no match for a processor, but they do serve it.
-    let spirv = if carried.contains(SPIRV_ARCH) { "; its portable SPIR-V code objects (amdgcnspirv) are served for it, JIT-compiled by the runtime" } else { "" };
+    let spirv =
+        if carried.contains(SPIRV_ARCH) { "; its portable SPIR-V code objects (amdgcnspirv) are served for it, JIT-compiled by the runtime" } else { "" };
     let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
     let list: Vec<&str> = carried.iter().map(String::as_str).collect();
     let hints: Vec<String> = missing.iter().filter_map(|t| suggest(t, carried).map(|s| format!("{s} for {t}"))).collect();

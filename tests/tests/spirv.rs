@@ -48,11 +48,7 @@ const BINS: [(&str, &str, &[Wrapper]); 7] = [
     ("libccob.so", "libmulti.so", &[(true, &[(HOST, ""), ("hipv4-amdgcn-amd-amdhsa--gfx1100", "N4"), (SPV, "S4")])]),
     ("lib1250.so", "libmulti.so", &[(false, &[(HOST, ""), ("hipv4-amdgcn-amd-amdhsa--gfx12-5-generic", "G5"), (SPV, "S5")])]),
     ("libxnack.so", "libmulti.so", &[(false, &[(HOST, ""), ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", "X6"), (SPV, "S6")])]),
-    (
-        "libtwo.so",
-        "libtwo.so",
-        &[(false, &[(HOST, ""), ("hipv4-amdgcn-amd-amdhsa--gfx1100", "N7"), (SPV, "S7")]), (false, &[(HOST, ""), (SPV, "S8")])],
-    ),
+    ("libtwo.so", "libtwo.so", &[(false, &[(HOST, ""), ("hipv4-amdgcn-amd-amdhsa--gfx1100", "N7"), (SPV, "S7")]), (false, &[(HOST, ""), (SPV, "S8")])]),
 ];
 
 /// By hand: the payload each wrapper loads on each device (columns as
@@ -318,7 +314,16 @@ fn resolve_reports_the_spirv_object() {
         let out = tempdir();
         let dir = out.path().join("o");
         let text = ok(
-            kp(&["resolve".as_ref(), root.join("lib/lib1250.so").as_os_str(), "--arch".as_ref(), "gfx1250".as_ref(), "--loader".as_ref(), loader.as_ref(), "--out".as_ref(), dir.as_os_str()]),
+            kp(&[
+                "resolve".as_ref(),
+                root.join("lib/lib1250.so").as_os_str(),
+                "--arch".as_ref(),
+                "gfx1250".as_ref(),
+                "--loader".as_ref(),
+                loader.as_ref(),
+                "--out".as_ref(),
+                dir.as_os_str(),
+            ]),
             "resolve",
         );
         assert!(text.contains("amdgcnspirv (JIT)"), "{text}");
@@ -328,7 +333,19 @@ fn resolve_reports_the_spirv_object() {
     let bin = b1100.path().join("out/lib/libtwo.so");
     let out = tempdir();
     let dir = out.path().join("o");
-    ok(kp(&["resolve".as_ref(), bin.as_os_str(), "--arch".as_ref(), "gfx1100".as_ref(), "--loader".as_ref(), "newest".as_ref(), "--out".as_ref(), dir.as_os_str()]), "resolve newest");
+    ok(
+        kp(&[
+            "resolve".as_ref(),
+            bin.as_os_str(),
+            "--arch".as_ref(),
+            "gfx1100".as_ref(),
+            "--loader".as_ref(),
+            "newest".as_ref(),
+            "--out".as_ref(),
+            dir.as_os_str(),
+        ]),
+        "resolve newest",
+    );
     assert!(fs::read(dir.join("0.co")).unwrap() == payload("N7") && fs::read(dir.join("1.co")).unwrap() == payload("S8"));
     let o = kp(&["resolve".as_ref(), bin.as_os_str(), "--arch".as_ref(), "gfx1100".as_ref(), "--loader".as_ref(), "feb2026".as_ref()]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stdout).contains("KERNEL_NOT_FOUND"), "{}", String::from_utf8_lossy(&o.stdout));
@@ -342,7 +359,8 @@ fn split_and_install(src: &Path, out: &Path, targets: &[&str], want_arts: &[&str
     arts.sort();
     assert_eq!(arts, want_arts, "{targets:?}");
     let found = Command::new("find").arg(out.join("c_amdgcnspirv")).args(["-type", "f", "-name", "*.kpack"]).output().unwrap();
-    let found: Vec<String> = String::from_utf8_lossy(&found.stdout).lines().filter_map(|l| Some(Path::new(l).file_name()?.to_string_lossy().into_owned())).collect();
+    let found: Vec<String> =
+        String::from_utf8_lossy(&found.stdout).lines().filter_map(|l| Some(Path::new(l).file_name()?.to_string_lossy().into_owned())).collect();
     assert_eq!(found, ["c_amdgcnspirv.kpack"], "the SPIR-V artifact holds the SPIR-V archive and nothing else");
     let v = ok(kp(&["verify".as_ref(), out.as_os_str(), "--against".as_ref(), src.as_os_str()]), "verify");
     assert!(v.contains("verify: OK"), "{v}");
