@@ -295,6 +295,9 @@ fn archs_counts_spirv_objects() {
     // target, binaries, code objects, bytes, db files, archives
     assert_eq!(row("amdgcnspirv"), [7, 8, 8 * 32, 0, 0]);
     assert_eq!(row("gfx1100"), [3, 3, (payload("N1").len() + payload("N4").len() + payload("N7").len()) as u64, 0, 0]);
+    // `inspect` names each SPIR-V entry as found, with arch amdgcnspirv.
+    let text = ok(kp(&["inspect".as_ref(), src.path().join("lib/libunk.so").as_os_str()]), "inspect");
+    assert!(text.lines().any(|l| l.split_whitespace().next() == Some("amdgcnspirv") && l.contains(&format!("({SPV_UNKNOWN})"))), "{text}");
     // A baked tree's SPIR-V archives are counted as archives.
     let baked = bake(src.path(), "gfx1030", &[]);
     let out = ok(kp(&["archs".as_ref(), baked.path().join("out").as_os_str()]), "archs of a bake");

@@ -83,3 +83,67 @@ pub fn spirv_needed(objects: &[Vec<CodeObject>], selection: &Selection) -> bool 
     let devices: Vec<TargetId> = selection.targets.iter().flat_map(device_variants).collect();
     objects.iter().filter(|objs| objs.iter().any(CodeObject::is_spirv)).any(|objs| devices.iter().any(|d| best_for(objs, d).is_some_and(CodeObject::is_spirv)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::bundle::ObjectLocation;
+
+    /// Objects tagged by their offset, in bundle order.
+    fn objs(archs: &[&str]) -> Vec<CodeObject> {
+        archs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| CodeObject {
+                chunk_index: 0,
+                entry_id: format!("x--{a}"),
+                arch: a.to_string(),
+                location: ObjectLocation::Range { offset: i as u64, len: 1 },
+            })
+            .collect()
+    }
+
+    fn pick(archs: &[&str], device: &str) -> Option<String> {
+        let o = objs(archs);
+        let index = |c: &CodeObject| o.iter().position(|x| x == c).unwrap_or(usize::MAX);
+        best_for(&o, &TargetId::parse(device).unwrap()).map(|c| format!("{}@{}", c.arch, index(c)))
+    }
+
+    /// By hand from the runtime's order (docs/research/spirv.md §2):
+    /// (objects in bundle order, device, expected "arch@index").
+    #[test]
+    fn the_runtimes_order() {
+        let table: &[(&[&str], &str, Option<&str>)] = &[
+            (&["amdgcnspirv", "gfx1100"], "gfx1100", Some("gfx1100@1")),
+            (&["amdgcnspirv", "gfx11-generic"], "gfx1101", Some("gfx11-generic@1")),
+            (&["gfx11-generic", "amdgcnspirv"], "gfx1030", Some("amdgcnspirv@1")),
+            (&["gfx12-5-generic", "amdgcnspirv"], "gfx1250", Some("amdgcnspirv@1")),
+            (&["gfx9-4-generic", "amdgcnspirv"], "gfx940", Some("amdgcnspirv@1")),
+            (&["gfx9-4-generic", "amdgcnspirv"], "gfx942", Some("gfx9-4-generic@0")),
+            (&["gfx12-5-generic"], "gfx1250", Some("gfx12-5-generic@0")),
+            (&["gfx90a:xnack+", "amdgcnspirv"], "gfx90a:sramecc+:xnack-", Some("amdgcnspirv@1")),
+            (&["gfx90a:xnack+", "amdgcnspirv"], "gfx90a:sramecc+:xnack+", Some("gfx90a:xnack+@0")),
+            (&["amdgcnspirv", "amdgcnspirv"], "gfx1030", Some("amdgcnspirv@0")),
+            (&["gfx1100"], "gfx1030", None),
+        ];
+        for (archs, device, want) in table {
+            assert_eq!(pick(archs, device).as_deref(), *want, "{archs:?} on {device}");
+        }
+    }
+
+    #[test]
+    fn device_keys_never_get_spirv_and_the_spirv_key_only_spirv() {
+        let o = objs(&["gfx90a:xnack+", "amdgcnspirv"]);
+        let key = |s: &str| TargetId::parse(s).unwrap();
+        assert!(choice_for_key(&o, &key("gfx90a:xnack-")).is_none());
+        assert_eq!(choice_for_key(&o, &key("gfx90a:xnack+")).map(|c| c.arch.as_str()), Some("gfx90a:xnack+"));
+        assert_eq!(choice_for_key(&o, &TargetId::spirv()).map(|c| c.arch.as_str()), Some("amdgcnspirv"));
+        assert!(choice_for_key(&objs(&["gfx90a"]), &TargetId::spirv()).is_none());
+        // A bare gfx90a selection serves xnack- devices, which take SPIR-V.
+        let sel = |s: &str| Selection::parse(s).unwrap();
+        assert!(spirv_needed(std::slice::from_ref(&o), &sel("gfx90a")));
+        assert!(!spirv_needed(std::slice::from_ref(&o), &sel("gfx90a:xnack+")));
+        assert!(spirv_needed(&[objs(&["gfx1100"]), objs(&["amdgcnspirv"])], &sel("gfx1100")));
+        assert!(!spirv_needed(&[objs(&["gfx1100", "amdgcnspirv"])], &sel("gfx1100")));
+    }
+}
