@@ -395,6 +395,24 @@ fn split_puts_spirv_in_its_own_artifact() {
     let root = split_and_install(src.path(), out.path(), &["--targets", "gfx1100"], &["c_amdgcnspirv", "c_generic", "c_gfx1100"], work.path());
     bad.extend(check_loads("split --targets gfx1100", &root, "HIPK", 0, "newest", work.path()));
     assert_none(bad);
+    // Where every selected device has native code, SPIR-V is left out and
+    // the split says so.
+    let only = tempdir();
+    fs::create_dir(only.path().join("lib")).unwrap();
+    fs::copy(src.path().join("lib/libmixed.so"), only.path().join("lib/libmixed.so")).unwrap();
+    let out = tempdir();
+    let o = kp(&[
+        "split".as_ref(),
+        only.path().as_os_str(),
+        out.path().as_os_str(),
+        "--component".as_ref(),
+        "c".as_ref(),
+        "--targets".as_ref(),
+        "gfx1100".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).lines().any(|l| l.starts_with("dropped targets not selected:") && l.ends_with("amdgcnspirv")), "{o:?}");
+    assert!(!out.path().join("c_amdgcnspirv").exists());
 }
 
 /// `--views`: each view decides on its own (gfx1100 needs the SPIR-V
