@@ -240,7 +240,7 @@ pub(crate) fn resolve_table(text: &mut String, runs: &Runs, out: Option<&Path>) 
                     w.co_index,
                     archive,
                     r.key,
-                    r.arch,
+                    if r.arch == kpackfs_core::formats::target::SPIRV_ARCH { format!("{} (JIT)", r.arch) } else { r.arch.clone() },
                     r.bytes.len(),
                     short_hash(&r.bytes)
                 );

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use kpackfs_core::formats::target::{Selection, TargetId};
+use kpackfs_core::formats::target::{Selection, TargetId, SPIRV_ARCH};
 use kpackfs_core::plan::db::Rules;
 
 use super::Failure;
@@ -97,6 +97,9 @@ pub fn not_carried(what: &str, sel: &Selection, place: &Path, carried: &BTreeSet
     if missing.is_empty() {
         return None;
     }
+    // SPIR-V objects are no match for a processor, but they do serve it.
+    let spirv =
+        if carried.contains(SPIRV_ARCH) { "; its portable SPIR-V code objects (amdgcnspirv) are served for it, JIT-compiled by the runtime" } else { "" };
     let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
     let list: Vec<&str> = carried.iter().map(String::as_str).collect();
     let hints: Vec<String> = missing.iter().filter_map(|t| suggest(t, carried).map(|s| format!("{s} for {t}"))).collect();
@@ -105,7 +108,7 @@ pub fn not_carried(what: &str, sel: &Selection, place: &Path, carried: &BTreeSet
         [one] if missing.len() == 1 => format!("; did you mean {}?", one.rsplit_once(" for ").map_or(one.as_str(), |(s, _)| s)),
         more => format!("; did you mean {}?", more.join(", ")),
     };
-    Some(format!("{what} {}: {} carries no code for it (it carries: {}){hint}", names.join(","), place.display(), list.join(", ")))
+    Some(format!("{what} {}: {} carries no code for it (it carries: {}){hint}{spirv}", names.join(","), place.display(), list.join(", ")))
 }
 
 /// [`not_carried`] as a usage error (exit status 2): for commands whose
@@ -113,35 +116,17 @@ pub fn not_carried(what: &str, sel: &Selection, place: &Path, carried: &BTreeSet
 pub fn require_carried(what: &str, sel: &Selection, place: &Path, rules: &Rules) -> Result<(), Failure> {
     let carried = carried(place, rules, sel);
     match not_carried(what, sel, place, &carried) {
+        // With SPIR-V objects every target has code: say so, go on.
+        Some(msg) if carried.contains(SPIRV_ARCH) => {
+            log::warn!("{msg}");
+            Ok(())
+        }
         Some(msg) => Err(Failure::usage(msg)),
         None => Ok(()),
     }
 }
 
-/// The device ISAs a GPU of `t`'s processor can report when `t` names
-/// none of its features (`gfx90a` → `gfx90a:sramecc+:xnack-`,
-/// `gfx90a:sramecc+:xnack+`, `gfx90a:sramecc-:xnack-`,
-/// `gfx90a:sramecc-:xnack+`; the usual setting first), in the runtime's
-/// feature order; `t` itself when it names features or the processor has
-/// none. The loader is always handed a fully named ISA, so a bare name
-/// stands for "whichever of these my GPU is".
-pub fn device_variants(t: &TargetId) -> Vec<TargetId> {
-    if !t.features.is_empty() {
-        return vec![t.clone()];
-    }
-    let sram: &[Option<bool>] = if kpackfs_core::formats::target::has_sramecc(&t.processor) { &[Some(true), Some(false)] } else { &[None] };
-    let xnack: &[Option<bool>] = if kpackfs_core::formats::target::has_xnack(&t.processor) { &[Some(false), Some(true)] } else { &[None] };
-    let mut out = Vec::new();
-    for s in sram {
-        for x in xnack {
-            let mut v = TargetId::bare(&t.processor);
-            v.features.extend(s.map(|on| ("sramecc".to_string(), on)));
-            v.features.extend(x.map(|on| ("xnack".to_string(), on)));
-            out.push(v);
-        }
-    }
-    out
-}
+pub use kpackfs_core::formats::target::device_variants;
 
 #[cfg(test)]
 mod tests {
@@ -186,5 +171,17 @@ mod tests {
             .unwrap()
             .ends_with("did you mean gfx90a:xnack-?"));
         assert_eq!(not_carried("--arch", &Selection::parse("gfx90").unwrap(), Path::new("/i"), &BTreeSet::new()), None);
+    }
+
+    /// SPIR-V objects match no processor (the line still names what is
+    /// missing) but the line says they serve it.
+    #[test]
+    fn spirv_is_no_match_but_is_mentioned() {
+        let carried = set(&["amdgcnspirv", "gfx1100"]);
+        let msg = not_carried("--arch", &Selection::parse("gfx1030").unwrap(), Path::new("/i"), &carried).unwrap();
+        assert!(msg.starts_with("--arch gfx1030: /i carries no code for it (it carries: amdgcnspirv, gfx1100)"), "{msg}");
+        assert!(msg.contains("SPIR-V"), "{msg}");
+        assert_eq!(not_carried("--arch", &Selection::parse("gfx1100").unwrap(), Path::new("/i"), &carried), None);
+        assert!(!not_carried("--arch", &Selection::parse("gfx1030").unwrap(), Path::new("/i"), &set(&["gfx1100"])).unwrap().contains("SPIR-V"));
     }
 }

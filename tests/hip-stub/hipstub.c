@@ -1474,6 +1474,48 @@ static char *entry_arch(const bentry *e)
     return NULL;
 }
 
+/* The portable SPIR-V identity: the arch a SPIR-V entry is reported as,
+ * and the name appended last to the kpack arch list (docs/research/spirv.md
+ * section 5.4: a runtime that JIT-compiles SPIR-V from archives asks for it
+ * after the native and generic ISAs). */
+#define SPIRV_ARCH "amdgcnspirv"
+
+/* Whether the runtime modelled here JIT-compiles SPIR-V (default yes;
+ * KPACK_STUB_SPIRV=0 models a runtime that cannot). */
+static int spirv_enabled(void)
+{
+    const char *s = getenv("KPACK_STUB_SPIRV");
+    return !(s && strcmp(s, "0") == 0);
+}
+
+/* Is bundle entry `e` a portable SPIR-V code object?  Offload kind hip,
+ * hipv4 or hcc; triple spirv64-amd-amdhsa with an empty or "unknown"
+ * environment; processor amdgcnspirv; no features. */
+static int entry_is_spirv(const bentry *e)
+{
+    static const char *const kinds[] = {"hip-", "hipv4-", "hcc-"};
+    static const char *const rests[] = {"spirv64-amd-amdhsa--" SPIRV_ARCH,
+                                        "spirv64-amd-amdhsa-unknown-" SPIRV_ARCH};
+    for (size_t k = 0; k < 3; k++) {
+        size_t kl = strlen(kinds[k]);
+        if (e->idlen <= kl || memcmp(e->id, kinds[k], kl) != 0)
+            continue;
+        for (size_t r = 0; r < 2; r++) {
+            size_t rl = strlen(rests[r]);
+            if (e->idlen == kl + rl && memcmp(e->id + kl, rests[r], rl) == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Does a code object start with the SPIR-V magic (0x07230203, little
+ * endian)?  Such a blob is what the runtime would JIT-compile. */
+static int is_spirv_blob(const uint8_t *d, size_t n)
+{
+    return n >= 4 && d[0] == 0x03 && d[1] == 0x02 && d[2] == 0x23 && d[3] == 0x07;
+}
+
 /* Is code-object target `co` usable on device ISA `dev`?  Returns the
  * number of features of `co` (specificity) or -1. */
 static int target_match(const char *co, const char *dev)
@@ -1498,7 +1540,8 @@ static int target_match(const char *co, const char *dev)
 }
 
 /* Choose the entry the fat HIP runtime would load: native ISA before the
- * generic one, most specific compatible entry, first one on ties. */
+ * generic one, most specific compatible entry, first one on ties; with
+ * neither, the first SPIR-V entry (which the runtime would JIT-compile). */
 static int fat_select(const bentry *e, size_t n, const char *const *isas, size_t nisa,
                       size_t *chosen, char **arch)
 {
@@ -1520,6 +1563,13 @@ static int fat_select(const bentry *e, size_t n, const char *const *isas, size_t
         if (best >= 0) {
             *chosen = (size_t)best;
             *arch = entry_arch(&e[best]);
+            return *arch ? ST_OK : ST_OUT_OF_MEMORY;
+        }
+    }
+    for (size_t k = 0; nisa && spirv_enabled() && k < n; k++) {
+        if (entry_is_spirv(&e[k])) {
+            *chosen = k;
+            *arch = hs_strndup0(SPIRV_ARCH, strlen(SPIRV_ARCH));
             return *arch ? ST_OK : ST_OUT_OF_MEMORY;
         }
     }
@@ -1662,15 +1712,38 @@ static int loader_mode(void)
     return MODE_FEB2026;
 }
 
+/* Records that the code object of call `seq` is SPIR-V the runtime would
+ * JIT-compile: `<seq>.jit` holds the device ISA it would compile for. */
+static int write_jit(const char *dir, unsigned seq, const char *isa)
+{
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s/%u.jit", dir, seq) >= sizeof path)
+        return -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    int err = 0;
+    write_all(fd, isa, strlen(isa), &err);
+    write_all(fd, "\n", 1, &err);
+    if (close(fd) != 0)
+        err = 1;
+    return err ? -1 : 0;
+}
+
 static void hs_register(unsigned seq, const void *wrapper, const char *outdir)
 {
-    const char *archs[2];
+    const char *archs[3];
     size_t narch = 0;
     const char *a1 = getenv("KPACK_STUB_ARCH"), *a2 = getenv("KPACK_STUB_ARCH2");
     if (a1 && *a1)
         archs[narch++] = strip_amdhsa(a1);
     if (narch && a2 && *a2)
         archs[narch++] = strip_amdhsa(a2);
+    /* The kpack path asks for SPIR-V last; the fat path looks for it in
+     * fat_select.  `nkarch` is the kpack arch list's length. */
+    size_t nkarch = narch;
+    if (narch && spirv_enabled())
+        archs[nkarch++] = SPIRV_ARCH;
 
     char magic_s[16] = "-", co_s[16] = "-";
     const char *source = NULL, *key = NULL, *arch = NULL;
@@ -1723,7 +1796,7 @@ static void hs_register(unsigned seq, const void *wrapper, const char *outdir)
             st = ST_NO_ARCH;
         } else {
             kp_load((const uint8_t *)(uintptr_t)binary, avail, bpath, (uint32_t)res1,
-                    archs, narch, loader_mode(), &kr);
+                    archs, nkarch, loader_mode(), &kr);
             st = kr.status;
             source = kr.source;
             key = kr.key;
@@ -1736,6 +1809,10 @@ static void hs_register(unsigned seq, const void *wrapper, const char *outdir)
         st = ST_BAD_MAGIC;
     }
     if (st == ST_OK && write_co(outdir, seq, data, size) != 0)
+        st = ST_WRITE_FAILED;
+    /* No JIT here: a SPIR-V blob is recorded as "would JIT" and the call
+     * succeeds, with the SPIR-V bytes in <seq>.co. */
+    if (st == ST_OK && is_spirv_blob(data, size) && write_jit(outdir, seq, archs[0]) != 0)
         st = ST_WRITE_FAILED;
     if (st != ST_OK)
         size = 0;

@@ -1092,6 +1092,38 @@ static void test_fat(void)
         free(m);
         free(b.p);
     }
+    /* SPIR-V: taken only when no native or generic entry fits; both
+     * spellings; the AMDGCN-triple spelling and openmp are no SPIR-V */
+    {
+        const char *ids[] = {"host-x86_64-unknown-linux-gnu",
+                             "hip-amdgcn-amd-amdhsa--amdgcnspirv",
+                             "openmp-spirv64-amd-amdhsa--amdgcnspirv",
+                             "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+                             "hip-spirv64-amd-amdhsa--amdgcnspirv",
+                             "hipv4-spirv64-amd-amdhsa-unknown-amdgcnspirv"};
+        const char *pl[] = {"", "NOTSPV", "OMP", "AX+", "SPV1", "SPV2"};
+        buf_t b = make_bundle(6, ids, pl);
+        fat_check(b.p, b.n, "gfx90a:xnack+", NULL, ST_OK, "gfx90a:xnack+", (const uint8_t *)"AX+", 3,
+                  "native beats SPIR-V");
+        fat_check(b.p, b.n, "gfx90a:xnack-", NULL, ST_OK, "amdgcnspirv", (const uint8_t *)"SPV1", 4,
+                  "xnack mismatch -> SPIR-V");
+        fat_check(b.p, b.n, "gfx1100", "gfx11-generic", ST_OK, "amdgcnspirv",
+                  (const uint8_t *)"SPV1", 4, "no native -> first SPIR-V entry");
+        setenv("KPACK_STUB_SPIRV", "0", 1);
+        fat_check(b.p, b.n, "gfx1100", NULL, ST_NO_BINARY_FOR_GPU, NULL, NULL, 0, "SPIR-V off");
+        unsetenv("KPACK_STUB_SPIRV");
+        free(b.p);
+        const char *ids2[] = {"hcc-spirv64-amd-amdhsa-unknown-amdgcnspirv"};
+        const char *pl2[] = {"SPVU"};
+        b = make_bundle(1, ids2, pl2);
+        fat_check(b.p, b.n, "gfx1030", NULL, ST_OK, "amdgcnspirv", (const uint8_t *)"SPVU", 4,
+                  "unknown-environment spelling");
+        free(b.p);
+        static const uint8_t spv[] = {0x03, 0x02, 0x23, 0x07, 0x00, 0x00, 0x01, 0x00};
+        CHECK(is_spirv_blob(spv, sizeof spv) && !is_spirv_blob(spv, 3) &&
+                  !is_spirv_blob((const uint8_t *)"\x7f" "ELF", 4),
+              "SPIR-V magic");
+    }
     free(e0);
     free(e1);
     free(two);
@@ -1388,6 +1420,7 @@ int main(int argc, char **argv)
     unsetenv("ROCM_KPACK_PATH_PREFIX");
     unsetenv("ROCM_KPACK_DISABLE");
     unsetenv("KPACK_STUB_STRICT");
+    unsetenv("KPACK_STUB_SPIRV");
     test_msgpack();
     test_targets();
     test_paths();

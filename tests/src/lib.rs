@@ -338,6 +338,9 @@ pub struct StubRecord {
     pub arch: String,
     pub status: String,
     pub bytes: Option<Vec<u8>>,
+    /// The device ISA the runtime would JIT-compile the code object for,
+    /// when it is SPIR-V (the stub's `<seq>.jit`).
+    pub jit: Option<String>,
 }
 
 /// Reads the records (and code objects) a stub run wrote to `out`.
@@ -360,6 +363,7 @@ pub fn stub_records(out: &Path) -> Vec<StubRecord> {
                 arch: f[6].into(),
                 status: f[8].into(),
                 bytes: fs::read(out.join(format!("{seq}.co"))).ok(),
+                jit: fs::read_to_string(out.join(format!("{seq}.jit"))).ok().map(|s| s.trim_end().to_string()),
             }
         })
         .collect();

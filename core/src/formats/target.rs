@@ -68,6 +68,16 @@ impl TargetId {
         TargetId { processor: processor.to_string(), features: Vec::new() }
     }
 
+    /// The SPIR-V pseudo-target [`SPIRV_ARCH`] as an arch key. [`TargetId::parse`]
+    /// refuses it on purpose: it is never a device or a selectable target.
+    pub fn spirv() -> TargetId {
+        TargetId::bare(SPIRV_ARCH)
+    }
+
+    pub fn is_spirv(&self) -> bool {
+        self.processor == SPIRV_ARCH
+    }
+
     pub fn feature(&self, name: &str) -> Option<bool> {
         self.features.iter().find(|(n, _)| n == name).map(|(_, on)| *on)
     }
@@ -128,6 +138,36 @@ pub fn arch_of_entry_id(id: &str) -> Option<&str> {
 /// Host entries (`host-x86_64-unknown-linux[-gnu]`) carry no device code.
 pub fn is_host_entry(id: &str) -> bool {
     id.starts_with("host")
+}
+
+/// The identity kpackfs gives a portable SPIR-V code object: its arch key,
+/// the `<target>` of its archive name (`<binary>_amdgcnspirv.kpack`) and the
+/// name the loader is asked for after the native and generic ISAs
+/// (docs/research/spirv.md §4–5). It is no device and has no features.
+pub const SPIRV_ARCH: &str = "amdgcnspirv";
+
+/// Whether a bundle entry ID names a portable SPIR-V code object the HIP
+/// runtime would JIT-compile: offload kind `hip`, `hipv4` or `hcc` (the
+/// kinds comgr accepts), triple `spirv64-amd-amdhsa` with an empty or
+/// `unknown` environment (clang writes the first, the runtime also asks for
+/// the second), processor `amdgcnspirv` and no features (comgr refuses
+/// features on SPIR-V names). Any other spelling, such as
+/// `hip-amdgcn-amd-amdhsa--amdgcnspirv`, is not SPIR-V to the runtime.
+pub fn is_spirv_entry(id: &str) -> bool {
+    let Some((kind, rest)) = id.split_once('-') else { return false };
+    matches!(kind, "hip" | "hipv4" | "hcc") && matches!(rest, "spirv64-amd-amdhsa--amdgcnspirv" | "spirv64-amd-amdhsa-unknown-amdgcnspirv")
+}
+
+/// The generic family the HIP runtime itself falls back to for a device
+/// (clr's own table, docs/research/spirv.md §2 item 4). It is
+/// [`generic_of`] without gfx940/gfx941 and without `gfx12-5-generic`: on
+/// those devices the fat runtime goes from the native object straight to
+/// SPIR-V, so a view must too.
+pub fn runtime_generic_of(processor: &str) -> Option<&'static str> {
+    match processor {
+        "gfx940" | "gfx941" | "gfx1250" | "gfx1251" => None,
+        p => generic_of(p),
+    }
 }
 
 /// Generic processor family of a concrete processor, per LLVM's
@@ -204,14 +244,47 @@ pub fn compatible_targets(isa: &str) -> Vec<String> {
 }
 
 /// The device ISA list the HIP runtime hands to the loader for one device:
-/// the native ISA and, where one exists, its generic family with the same
-/// features (FORMATS.md §2.4).
+/// the native ISA, where the runtime knows one its generic family with the
+/// same features (FORMATS.md §2.4), and last the portable SPIR-V identity
+/// [`SPIRV_ARCH`] — the order of the fat runtime's own choice, which a
+/// runtime able to JIT SPIR-V from archives (rocm-systems #11040) keeps
+/// (docs/research/spirv.md §5.4).
 pub fn device_arch_list(isa: &TargetId) -> Vec<TargetId> {
+    if isa.is_spirv() {
+        // The pseudo-device "no native object" of `verify` and tests.
+        return vec![isa.clone()];
+    }
     let mut v = vec![isa.clone()];
-    if let Some(g) = generic_of(&isa.processor) {
+    if let Some(g) = runtime_generic_of(&isa.processor) {
         v.push(TargetId { processor: g.to_string(), features: isa.features.clone() });
     }
+    v.push(TargetId::spirv());
     v
+}
+
+/// The device ISAs a GPU of `t`'s processor can report when `t` names
+/// none of its features (`gfx90a` → `gfx90a:sramecc+:xnack-`,
+/// `gfx90a:sramecc+:xnack+`, `gfx90a:sramecc-:xnack-`,
+/// `gfx90a:sramecc-:xnack+`; the usual setting first), in the runtime's
+/// feature order; `t` itself when it names features or the processor has
+/// none. The loader is always handed a fully named ISA, so a bare name
+/// stands for "whichever of these my GPU is".
+pub fn device_variants(t: &TargetId) -> Vec<TargetId> {
+    if !t.features.is_empty() {
+        return vec![t.clone()];
+    }
+    let sram: &[Option<bool>] = if has_sramecc(&t.processor) { &[Some(true), Some(false)] } else { &[None] };
+    let xnack: &[Option<bool>] = if has_xnack(&t.processor) { &[Some(false), Some(true)] } else { &[None] };
+    let mut out = Vec::new();
+    for s in sram {
+        for x in xnack {
+            let mut v = TargetId::bare(&t.processor);
+            v.features.extend(s.map(|on| ("sramecc".to_string(), on)));
+            v.features.extend(x.map(|on| ("xnack".to_string(), on)));
+            out.push(v);
+        }
+    }
+    out
 }
 
 /// The targets a view serves, as given by the user (`gfx90a:xnack-,gfx1030`).
@@ -302,6 +375,35 @@ mod tests {
         assert!(is_host_entry("host-x86_64-unknown-linux-gnu"));
     }
 
+    /// SPIR-V entry spellings, hand-written from clang's driver test and
+    /// the runtime's two query names (docs/research/spirv.md §1).
+    #[test]
+    fn spirv_entries() {
+        for id in [
+            "hip-spirv64-amd-amdhsa--amdgcnspirv",
+            "hipv4-spirv64-amd-amdhsa--amdgcnspirv",
+            "hcc-spirv64-amd-amdhsa--amdgcnspirv",
+            "hip-spirv64-amd-amdhsa-unknown-amdgcnspirv",
+            "hipv4-spirv64-amd-amdhsa-unknown-amdgcnspirv",
+        ] {
+            assert!(is_spirv_entry(id), "{id}");
+        }
+        for id in [
+            "hip-amdgcn-amd-amdhsa--amdgcnspirv",
+            "openmp-spirv64-amd-amdhsa--amdgcnspirv",
+            "host-spirv64-amd-amdhsa--amdgcnspirv",
+            "hip-spirv64-amd-amdhsa--amdgcnspirv:xnack+",
+            "hip-spirv64-amd-amdhsa--gfx90a",
+            "hip-spirv64-amd-amdhsa-gnu-amdgcnspirv",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "amdgcnspirv",
+        ] {
+            assert!(!is_spirv_entry(id), "{id}");
+        }
+        assert!(TargetId::parse(SPIRV_ARCH).is_err(), "amdgcnspirv must not parse as a device");
+        assert_eq!(TargetId::spirv().to_string(), "amdgcnspirv");
+    }
+
     #[test]
     fn loader_probe_order() {
         assert_eq!(
@@ -348,8 +450,17 @@ mod tests {
         }
         assert!(TargetId::parse("gfx9-4-generic").unwrap().is_generic() && !TargetId::parse("gfx942").unwrap().is_generic());
         let list = |s: &str| device_arch_list(&TargetId::parse(s).unwrap()).iter().map(ToString::to_string).collect::<Vec<_>>();
-        assert_eq!(list("gfx942:sramecc+:xnack-"), ["gfx942:sramecc+:xnack-", "gfx9-4-generic:sramecc+:xnack-"]);
-        assert_eq!(list("gfx90a:xnack-"), ["gfx90a:xnack-"]);
+        assert_eq!(list("gfx942:sramecc+:xnack-"), ["gfx942:sramecc+:xnack-", "gfx9-4-generic:sramecc+:xnack-", "amdgcnspirv"]);
+        assert_eq!(list("gfx90a:xnack-"), ["gfx90a:xnack-", "amdgcnspirv"]);
+        // The runtime's own table has no generic for these (spirv.md §2).
+        assert_eq!(list("gfx1250"), ["gfx1250", "amdgcnspirv"]);
+        assert_eq!(list("gfx940:sramecc+:xnack-"), ["gfx940:sramecc+:xnack-", "amdgcnspirv"]);
+        for p in ["gfx940", "gfx941", "gfx1250", "gfx1251", "gfx908"] {
+            assert_eq!(runtime_generic_of(p), None, "{p}");
+        }
+        for (p, g) in [("gfx942", "gfx9-4-generic"), ("gfx950", "gfx9-4-generic"), ("gfx1201", "gfx12-generic"), ("gfx906", "gfx9-generic")] {
+            assert_eq!(runtime_generic_of(p), Some(g), "{p}");
+        }
     }
 
     #[test]

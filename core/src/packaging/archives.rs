@@ -7,14 +7,18 @@
 //! wrapper and arch key it holds the code object the fat runtime would have
 //! chosen for a device of exactly that ISA (the exact target, else the most
 //! specific compatible one), so the first-match (Feb-2026) and the
-//! fall-through (newest) loaders resolve the same object.
+//! fall-through (newest) loaders resolve the same object — except where
+//! that object is SPIR-V: a wrapper has no entry in a device archive then,
+//! and its SPIR-V object is in the component's `_amdgcnspirv` archive
+//! (artifact `<component>_amdgcnspirv`, arch key `amdgcnspirv`), which a
+//! runtime that JIT-compiles SPIR-V from archives asks for last.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::formats::bundle::ObjectLocation;
+use crate::formats::bundle::{CodeObject, ObjectLocation};
 use crate::formats::kpack::{ArchiveName, ArchiveSpec, BlobData};
 use crate::formats::msgpack::Value;
-use crate::formats::target::{Selection, TargetId};
+use crate::formats::target::{Selection, TargetId, SPIRV_ARCH};
 use crate::plan::{ArchiveCompression, ArchiveNaming};
 
 use super::scan::{Entry, EntryKind, FileClass, Input};
@@ -69,6 +73,19 @@ pub fn plan(
         };
         files.entry(file_target).or_default().push(t);
     }
+    // The component's `_amdgcnspirv` archive, holding every SPIR-V object
+    // of the component (it serves every GPU): always without `--targets`,
+    // else only when a selected device would take some SPIR-V object.
+    let fat_objects = || {
+        entries.iter().filter_map(|e| match &e.kind {
+            EntryKind::File(FileClass::Fat(_, objs)) => Some(objs),
+            _ => None,
+        })
+    };
+    let has_spirv = fat_objects().any(|o| o.objects.iter().flatten().any(CodeObject::is_spirv));
+    if has_spirv && selection.is_none_or(|s| fat_objects().any(|o| crate::plan::spirv_needed(&o.objects, s))) {
+        files.insert(SPIRV_ARCH.to_string(), vec![TargetId::spirv()]);
+    }
     let mut out = Vec::new();
     for (file_target, mut keys) in files {
         keys.sort_by(|a, b| b.features.len().cmp(&a.features.len()).then(a.cmp(b)));
@@ -88,7 +105,7 @@ pub fn plan(
             for (w, wobjs) in fb.plan.wrappers.iter().zip(&objs.objects) {
                 let key = format!("{}#{}", fb.marker.kernel_name, w.index);
                 for k in &keys {
-                    let Some(o) = crate::plan::best_for(wobjs, k) else { continue };
+                    let Some(o) = crate::plan::choice_for_key(wobjs, k) else { continue };
                     let next = spec.blobs.len() as u64;
                     let ordinal = *ordinals.entry((ei, o.location.clone())).or_insert_with(|| {
                         spec.blobs.push(blob_of(&o.location));

@@ -213,13 +213,19 @@ pub fn split(input: &Path, output: &Path, cfg: &SplitConfig, progress: &Progress
     let sel = cfg.targets.as_ref();
     report.dropped_targets = found.iter().filter(|t| sel.is_some_and(|s| !s.selects(t))).map(ToString::to_string).collect();
     let any_fat = entries.iter().any(|e| matches!(e.kind, EntryKind::File(FileClass::Fat(..))));
+    let spirv_carried = entries.iter().any(|e| matches!(&e.kind, EntryKind::File(FileClass::Fat(_, o)) if o.objects.iter().flatten().any(|c| c.is_spirv())));
     if let Some(s) = sel {
-        if any_fat && !found.is_empty() && found.iter().all(|t| !s.selects(t)) {
+        // SPIR-V objects serve every target: then no selection is empty.
+        if any_fat && !spirv_carried && !found.is_empty() && found.iter().all(|t| !s.selects(t)) {
             let list: Vec<String> = found.iter().map(ToString::to_string).collect();
             return Err(SplitError::NoMatch(format!("--targets {s} matches no code object of {}; it carries: {}", input.root.display(), list.join(", "))));
         }
     }
     let planned = archives::plan(&entries, &input, c, sel, cfg.naming, cfg.compression);
+    if spirv_carried && !planned.iter().any(|a| a.artifact == crate::formats::target::SPIRV_ARCH) {
+        // No selected device would take the SPIR-V objects: say they are left out.
+        report.dropped_targets.push(crate::formats::target::SPIRV_ARCH.to_string());
+    }
     let mut known: BTreeSet<String> = planned.iter().map(|a| a.artifact.clone()).collect();
     for e in &entries {
         if let EntryKind::File(FileClass::Db(DbArch::Processor { processor, xnack })) = &e.kind {

@@ -7,12 +7,12 @@ use std::sync::{Arc, OnceLock};
 
 use crate::formats::bundle::{self, CodeObject, ObjectLocation};
 use crate::formats::kpack::{ArchiveName, ArchiveSpec, BlobData};
-use crate::formats::target::{Selection, TargetId};
+use crate::formats::target::{Selection, TargetId, SPIRV_ARCH};
 use crate::layout::{Encoded, Layout};
 
 use crate::formats::host::WrapperRef;
 
-use super::select::{best_for, Objects};
+use super::select::{choice_for_key, spirv_needed, Objects};
 
 /// Longest file name the view can serve (Linux NAME_MAX, NTFS's limit).
 pub(super) const NAME_MAX: usize = 255;
@@ -133,6 +133,11 @@ impl ArchiveSource<'_> {
             };
             files.entry(file_target).or_default().push(t.clone());
         }
+        // A SPIR-V archive goes with the others only where some wrapper's
+        // choice for a selected device is its SPIR-V object.
+        if spirv_needed(&a.objects, selection) {
+            files.insert(SPIRV_ARCH.to_string(), vec![TargetId::spirv()]);
+        }
         let mut out = BTreeMap::new();
         for (file_target, mut keys) in files {
             keys.sort_by(|a, b| b.features.len().cmp(&a.features.len()).then(a.cmp(b)));
@@ -169,7 +174,7 @@ impl ArchiveSource<'_> {
         for (w, objs) in self.wrappers.iter().zip(objects) {
             let key = format!("{}#{}", self.kernel_name, w.index);
             for k in keys {
-                let Some(o) = best_for(objs, k) else { continue };
+                let Some(o) = choice_for_key(objs, k) else { continue };
                 let next = spec.blobs.len() as u64;
                 let ordinal = *ordinals.entry(o.location.clone()).or_insert_with(|| {
                     spec.blobs.push(match &o.location {

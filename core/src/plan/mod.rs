@@ -11,4 +11,4 @@ mod select;
 
 pub use archive::{ArchiveCompression, ArchiveNaming, ArchivePlan, Archives, ZSTD_LEVEL};
 pub use binary::{FatBinary, Refusal};
-pub use select::{best_for, Objects};
+pub use select::{best_for, choice_for_key, spirv_needed, Objects};

@@ -122,8 +122,10 @@ fn walk(root: &Path, rules: &Rules, objects: &mut Objects<'_>, done: &mut dyn Fn
                 SourceKind::Dir => stack.push(rel),
                 SourceKind::File => {
                     if rel.parent().and_then(Path::file_name).is_some_and(|n| n == ".kpack") {
-                        if let Some(t) = ArchiveName::parse(&name.to_string_lossy()).and_then(|a| a.target()) {
-                            report.targets.entry(t.to_string()).or_default().archives += 1;
+                        let parsed = ArchiveName::parse(&name.to_string_lossy());
+                        let target = parsed.and_then(|a| if a.is_spirv() { Some(a.target) } else { a.target().map(|t| t.to_string()) });
+                        if let Some(t) = target {
+                            report.targets.entry(t).or_default().archives += 1;
                             continue;
                         }
                     }

@@ -252,7 +252,7 @@ pub fn resolve_each(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderE
                 let archives = open_candidates(&paths, &mut cache);
                 select(&archives, &key, &arch_list, gen)
             })(),
-            WrapperKind::Fat => fat_choice(&file, &w, &arch_list),
+            WrapperKind::Fat => fat_choice(&file, &w, isa),
             WrapperKind::Other(m) => Err(LoadError::InvalidMetadata(format!("wrapper magic {m:#010x}"))),
         };
         each(WrapperResolution { index: w.index, kind: w.wrapper.kind(), co_index, result });
@@ -283,18 +283,16 @@ pub fn search_paths(binary: &Path, isa: &TargetId, env: &LoaderEnv) -> Result<Ve
     Ok(out)
 }
 
-/// What the fat runtime picks from a HIPF wrapper's own bundle.
-fn fat_choice(src: &dyn ReadAt, w: &RawWrapper, arch_list: &[TargetId]) -> Result<Resolved, LoadError> {
+/// What the fat runtime picks from a HIPF wrapper's own bundle for a
+/// device of `isa`: native, generic, then SPIR-V (`arch` = `amdgcnspirv`,
+/// the object it would JIT-compile).
+fn fat_choice(src: &dyn ReadAt, w: &RawWrapper, isa: &TargetId) -> Result<Resolved, LoadError> {
     let off = w.pointer_offset.ok_or_else(|| LoadError::InvalidMetadata("fat pointer not mapped".into()))?;
     let chunk = bundle::parse_chunk(src, off, off + w.mapped_len).map_err(|e| LoadError::Io(e.to_string()))?;
     let objs = bundle::chunk_objects(src, &chunk, w.index as usize).map_err(|e| LoadError::Io(e.to_string()))?;
-    for a in arch_list {
-        if let Some(o) = crate::plan::best_for(&objs, a) {
-            let bytes = bundle::read_object(src, &o.location).map_err(|e| LoadError::Decompression(e.to_string()))?;
-            return Ok(Resolved { archive: None, key: o.entry_id.clone(), arch: o.arch.clone(), bytes });
-        }
-    }
-    Err(LoadError::ArchNotFound)
+    let o = crate::plan::best_for(&objs, isa).ok_or(LoadError::ArchNotFound)?;
+    let bytes = bundle::read_object(src, &o.location).map_err(|e| LoadError::Decompression(e.to_string()))?;
+    Ok(Resolved { archive: None, key: o.entry_id.clone(), arch: o.arch.clone(), bytes })
 }
 
 /// What a binary's wrappers can reach: the targets its fat bundles or its

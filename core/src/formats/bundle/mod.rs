@@ -16,7 +16,7 @@ use std::io;
 
 use thiserror::Error;
 
-use crate::formats::target::{arch_of_entry_id, is_host_entry};
+use crate::formats::target::{arch_of_entry_id, is_host_entry, is_spirv_entry, SPIRV_ARCH};
 use crate::io::{read_exact_at, read_vec_at, LeBytes, ReadAt};
 pub use ccob::{CcobHeader, CcobMethod};
 pub use describe::describe_fatbin;
@@ -67,11 +67,18 @@ pub struct BundleEntry {
 impl BundleEntry {
     /// Arch string used downstream (text after the last `--`), or `None`
     /// for host entries and IDs without `--`, which carry no device code.
+    /// A portable SPIR-V entry, in either spelling, is [`SPIRV_ARCH`]; an
+    /// `amdgcnspirv` entry the runtime would not take as SPIR-V (such as
+    /// `hip-amdgcn-amd-amdhsa--amdgcnspirv`) is `None`, ignored as the
+    /// runtime ignores it.
     pub fn arch(&self) -> Option<&str> {
         if is_host_entry(&self.id) {
             return None;
         }
-        arch_of_entry_id(&self.id)
+        if is_spirv_entry(&self.id) {
+            return Some(SPIRV_ARCH);
+        }
+        arch_of_entry_id(&self.id).filter(|a| *a != SPIRV_ARCH)
     }
 }
 
@@ -259,6 +266,14 @@ pub struct CodeObject {
     pub location: ObjectLocation,
 }
 
+impl CodeObject {
+    /// A portable SPIR-V object, which the runtime JIT-compiles for a
+    /// device with no native or generic object.
+    pub fn is_spirv(&self) -> bool {
+        self.arch == SPIRV_ARCH
+    }
+}
+
 /// Lists the device code objects of one blob. For a CCOB this decodes only
 /// as much as its inner bundle header needs (unless the decoded content
 /// holds several bundles, which requires a full decode).
@@ -375,5 +390,25 @@ mod tests {
         // Truncated.
         assert!(parse_bundle(&blob[..30].to_vec(), 0, 30).is_err());
         assert!(scan_fatbin(&vec![0u8; 100], 0, 100).is_err());
+    }
+
+    /// Both SPIR-V spellings come out as `amdgcnspirv` with their own bytes;
+    /// the AMDGCN-triple spelling is dropped (the runtime ignores it).
+    #[test]
+    fn spirv_entries_listed() {
+        let (a, b, c, d) = (vec![1u8; 16], vec![2u8; 20], vec![3u8; 24], vec![4u8; 8]);
+        let blob = write_bundle(
+            &[
+                ("host-x86_64-unknown-linux-gnu", &[]),
+                ("hipv4-amdgcn-amd-amdhsa--gfx1100", &a),
+                ("hip-spirv64-amd-amdhsa--amdgcnspirv", &b),
+                ("hip-spirv64-amd-amdhsa-unknown-amdgcnspirv", &c),
+                ("hip-amdgcn-amd-amdhsa--amdgcnspirv", &d),
+            ],
+            8,
+        );
+        let objs = fatbin_objects(&blob, 0, blob.len() as u64).unwrap();
+        let got: Vec<(&str, bool, Vec<u8>)> = objs.iter().map(|o| (o.arch.as_str(), o.is_spirv(), read_object(&blob, &o.location).unwrap())).collect();
+        assert_eq!(got, vec![("gfx1100", false, a), ("amdgcnspirv", true, b), ("amdgcnspirv", true, c)]);
     }
 }

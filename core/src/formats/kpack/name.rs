@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use crate::formats::target::TargetId;
+use crate::formats::target::{TargetId, SPIRV_ARCH};
 
 /// The directory holding archives, next to (or above) the binaries.
 pub const KPACK_DIR: &str = ".kpack";
@@ -38,16 +38,25 @@ impl ArchiveName {
         ArchiveName { group: group.into(), target: target.into() }
     }
 
-    /// Splits a file name at the last `_` after which a target ID follows
-    /// (groups may contain `_`: `libamd_comgr.so_gfx90a.kpack`). `None`
-    /// for anything else, so a stray `.kpack` file is never taken for an
-    /// archive of some binary.
+    /// Splits a file name at the last `_` after which a target ID (or the
+    /// SPIR-V identity `amdgcnspirv`) follows (groups may contain `_`:
+    /// `libamd_comgr.so_gfx90a.kpack`). `None` for anything else, so a
+    /// stray `.kpack` file is never taken for an archive of some binary.
     pub fn parse(name: &str) -> Option<ArchiveName> {
         let stem = name.strip_suffix(SUFFIX)?;
+        if let Some(group) = stem.strip_suffix(SPIRV_ARCH).and_then(|g| g.strip_suffix('_')) {
+            return Some(ArchiveName::new(group, SPIRV_ARCH));
+        }
         stem.match_indices('_').map(|(i, _)| i).rev().find_map(|i| {
             let target = &stem[i + 1..];
             TargetId::parse(&target.replace('_', ":")).ok().map(|_| ArchiveName::new(&stem[..i], target))
         })
+    }
+
+    /// Whether it is a portable SPIR-V archive (`<group>_amdgcnspirv.kpack`),
+    /// useful to every GPU; [`Self::target`] is `None` for it.
+    pub fn is_spirv(&self) -> bool {
+        self.target == SPIRV_ARCH
     }
 
     /// The target the name encodes.
@@ -90,6 +99,10 @@ mod tests {
             ("libk.so_gfx90a.kpm", None),
             ("gfx90a.kpack", None),
             ("_gfx90a.kpack", Some(("", "gfx90a"))),
+            ("libk.so_amdgcnspirv.kpack", Some(("libk.so", "amdgcnspirv"))),
+            ("lib_amdgcnspirv.so_amdgcnspirv.kpack", Some(("lib_amdgcnspirv.so", "amdgcnspirv"))),
+            ("libk.so_xamdgcnspirv.kpack", None),
+            ("amdgcnspirv.kpack", None),
         ];
         for (name, want) in cases {
             let got = ArchiveName::parse(name);
@@ -104,6 +117,8 @@ mod tests {
         assert_eq!(a.target().map(|t| t.to_string()).as_deref(), Some("gfx90a:xnack+"));
         assert_eq!(ArchiveName::new("g", "gfx90a_xnack-").target().map(|t| t.to_string()).as_deref(), Some("gfx90a:xnack-"));
         assert_eq!(ArchiveName::search_pattern("libk.so"), "libk.so_@GFXARCH@.kpack");
+        let s = ArchiveName::new("libk.so", "amdgcnspirv");
+        assert!(s.is_spirv() && s.target().is_none() && !a.is_spirv());
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::formats::kpack::Archive;
+use crate::formats::kpack::{Archive, ArchiveName};
 use crate::formats::target::TargetId;
 use crate::formats::wrapper::WrapperKind;
 use crate::tools::resolve::{self, LoadError, LoaderEnv, LoaderGen, ResolveError};
@@ -340,7 +340,7 @@ fn best_variant(path: &Path, device: &Device, env: &LoaderEnv) -> Result<(Target
 
 /// The target of SPIR-V code objects in offload bundles
 /// (`hip-spirv64-amd-amdhsa--amdgcnspirv`), compiled for any GPU at load.
-pub const SPIRV_TARGET: &str = "amdgcnspirv";
+pub const SPIRV_TARGET: &str = crate::formats::target::SPIRV_ARCH;
 
 /// What the loader's variables did to the search: `ROCM_KPACK_PATH`
 /// replaces the markers' paths; both are split at the platform's list
@@ -368,6 +368,8 @@ struct Outcome {
     kind: WrapperKind,
     /// The archive it came from (`None`: its fat bundle).
     result: Result<Option<PathBuf>, LoadError>,
+    /// What it resolved to is SPIR-V (compiled at load).
+    spirv: bool,
 }
 
 /// Resolves `path` for `isa` keeping no code object: each is decoded
@@ -375,7 +377,10 @@ struct Outcome {
 /// library's size.
 fn outcomes(path: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderEnv) -> Result<Vec<Outcome>, ResolveError> {
     let mut v = Vec::new();
-    resolve::resolve_each(path, isa, gen, env, &mut |w| v.push(Outcome { index: w.index, kind: w.kind, result: w.result.map(|r| r.archive) }))?;
+    resolve::resolve_each(path, isa, gen, env, &mut |w| {
+        let spirv = w.result.as_ref().is_ok_and(|r| r.arch == SPIRV_TARGET);
+        v.push(Outcome { index: w.index, kind: w.kind, result: w.result.map(|r| r.archive), spirv })
+    })?;
     Ok(v)
 }
 
@@ -393,7 +398,13 @@ fn probe(path: &Path) -> Candidate {
 fn check_device(path: &Path, device: &Device, cfg: &DoctorConfig, installed: &Installed, carries: &[String]) -> Result<DeviceReport, ResolveError> {
     let (isa, runs) = best_variant(path, device, &cfg.env)?;
     let mut d = DeviceReport { device: device.name.clone(), isa: isa.clone(), resolved: 0, archives: Vec::new(), findings: Vec::new() };
-    let paths = resolve::search_paths(path, &isa, &cfg.env)?;
+    // The SPIR-V archive is a candidate for every device; it is named only
+    // where the binary carries SPIR-V (elsewhere its absence is normal).
+    let spirv_carried = carries.iter().any(|t| t == SPIRV_TARGET);
+    let paths: Vec<PathBuf> = resolve::search_paths(path, &isa, &cfg.env)?
+        .into_iter()
+        .filter(|p| spirv_carried || !p.file_name().and_then(|n| ArchiveName::parse(&n.to_string_lossy())).is_some_and(|a| a.is_spirv()))
+        .collect();
     let probed: Vec<(PathBuf, Candidate)> = paths.iter().map(|p| (p.clone(), probe(p))).collect();
     let accepted: BTreeSet<String> =
         crate::formats::target::device_arch_list(&isa).iter().flat_map(|a| crate::formats::target::compatible_targets(&a.to_string())).collect();
@@ -402,7 +413,12 @@ fn check_device(path: &Path, device: &Device, cfg: &DoctorConfig, installed: &In
     let (mut no_archive, mut no_arch, mut bad_marker, mut fat_none) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut kernels = Vec::new();
     let mut marker_msg = String::new();
+    // Wrappers the runtime serves only by compiling SPIR-V at load.
+    let mut spirv_used = Vec::new();
     for w in &runs {
+        if w.spirv {
+            spirv_used.push(w.index);
+        }
         match (&w.result, w.kind) {
             (Ok(archive), _) => {
                 d.resolved += 1;
@@ -453,12 +469,12 @@ fn check_device(path: &Path, device: &Device, cfg: &DoctorConfig, installed: &In
         d.findings.push(Finding::BadMarker { wrappers: bad_marker, message: marker_msg });
     }
     if !fat_none.is_empty() {
-        // The bundles' SPIR-V target (clang's `--offload-arch=amdgcnspirv`).
-        if carries.iter().any(|t| t == SPIRV_TARGET) {
-            d.findings.push(Finding::SpirvOnly { wrappers: fat_none });
-        } else {
-            d.findings.push(Finding::FatNoCode { wrappers: fat_none, carries: carries.to_vec() });
-        }
+        d.findings.push(Finding::FatNoCode { wrappers: fat_none, carries: carries.to_vec() });
+    }
+    if !spirv_used.is_empty() {
+        // No code object for this GPU but a SPIR-V one (clang's
+        // `--offload-arch=amdgcnspirv`), from the bundle or an archive.
+        d.findings.push(Finding::SpirvOnly { wrappers: spirv_used });
     }
     for (p, c) in &probed {
         match c {
