@@ -15,6 +15,7 @@
 //! is renamed into place only when complete.
 
 mod archives;
+pub mod families;
 mod manifest;
 pub mod recombine;
 mod record;
