@@ -38,7 +38,7 @@ use crate::staging::Staging;
 
 use super::manifest::ARTIFACT_MANIFEST;
 use super::record::{b64url, csv_field};
-use super::{split, Progress, SplitConfig, SplitError, SplitReport};
+use super::{split, wheel_family, Progress, SplitConfig, SplitError, SplitReport};
 
 /// `{dist}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,12 +92,46 @@ impl Default for UnpackLimits {
     }
 }
 
+/// How device wheels are grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WheelLayout {
+    /// One wheel per bundle of the family table, target wheels requiring
+    /// their sub-family and family wheels ([`super::wheel_family`]).
+    #[default]
+    Family,
+    /// One wheel per processor, `py3-none` tags, no parents: the layout
+    /// of kpackfs before the family layout (and of upstream's older
+    /// splitter).
+    Processor,
+}
+
+/// What split-wheel writes besides the split itself.
+#[derive(Debug, Clone)]
+pub struct WheelOptions {
+    pub layout: WheelLayout,
+    pub limits: UnpackLimits,
+    /// Device wheels are named `<prefix>-<bundle>`; default `<name>-device`.
+    pub device_prefix: Option<String>,
+    /// Family layout: the host requires `rocm-bootstrap`, as upstream's
+    /// host wheels do (it selects the device extra at install time).
+    pub bootstrap_dep: bool,
+}
+
+impl Default for WheelOptions {
+    fn default() -> Self {
+        WheelOptions { layout: WheelLayout::Family, limits: UnpackLimits::default(), device_prefix: None, bootstrap_dep: true }
+    }
+}
+
 /// What split-wheel wrote.
 #[derive(Debug, Default)]
 pub struct WheelReport {
     pub host: PathBuf,
     pub devices: Vec<PathBuf>,
     pub split: SplitReport,
+    /// Family layout: targets the family table does not list, each
+    /// packaged as a target wheel with no parents.
+    pub unlisted: Vec<String>,
 }
 
 /// A wheel-escaped distribution name (PEP 427: runs of `-_.` become `_`).
@@ -281,7 +315,7 @@ fn header(metadata: &str, key: &str) -> Option<String> {
 
 /// Splits `wheel` into `output/` (host wheel under the input's name, one
 /// device wheel per processor), all or nothing.
-pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, limits: UnpackLimits, progress: &Progress) -> Result<WheelReport, SplitError> {
+pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, opts: &WheelOptions, progress: &Progress) -> Result<WheelReport, SplitError> {
     let file_name = wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let wn =
         WheelName::parse(&file_name).ok_or_else(|| SplitError::Usage(format!("{file_name:?}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")))?;
@@ -294,7 +328,7 @@ pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, limits: Unpa
     }
     let staging = Staging::begin(output, "split-wheel").map_err(|e| SplitError::io(output, e))?;
     let scratch = staging.path().join(".work");
-    let r = split_in(wheel, &wn, output, staging.path(), &scratch, base, limits, progress);
+    let r = split_in(wheel, &wn, output, staging.path(), &scratch, base, opts, progress);
     let _ = std::fs::remove_dir_all(&scratch);
     let r = r.map_err(|e| in_wheel_terms(e, &scratch.join("wheel"), wheel, staging.path(), output))?;
     staging.commit(false).map_err(|e| SplitError::io(output, e))?;
@@ -334,11 +368,11 @@ fn split_in(
     stage: &Path,
     scratch: &Path,
     base: &SplitConfig,
-    limits: UnpackLimits,
+    opts: &WheelOptions,
     progress: &Progress,
 ) -> Result<WheelReport, SplitError> {
     let ex = scratch.join("wheel");
-    let names = extract(wheel, &ex, limits)?;
+    let names = extract(wheel, &ex, opts.limits)?;
     let dist_info = names
         .iter()
         .filter_map(|n| n.split('/').next().filter(|d| d.ends_with(".dist-info")))
@@ -370,7 +404,8 @@ fn split_in(
         _ => String::new(),
     };
     let component = escape(&name).to_lowercase();
-    let cfg = SplitConfig { component: component.clone(), ..base.clone() };
+    let family = opts.layout == WheelLayout::Family;
+    let cfg = SplitConfig { component: component.clone(), family_bundles: family, ..base.clone() };
     let sp = scratch.join("split");
     let report = split(&ex.join(&overlay), &sp, &cfg, progress).map_err(|e| match e {
         SplitError::Occupied { rel, .. } => {
@@ -387,18 +422,10 @@ fn split_in(
     // artifact inside it, METADATA with the device extras.
     let devices: Vec<String> =
         report.artifacts.iter().filter_map(|a| a.name.strip_prefix(&format!("{component}_"))).filter(|s| *s != "generic").map(str::to_string).collect();
-    let dev_name = |p: &str| format!("{name}-device-{p}");
-    let mut extra = Vec::new();
-    for p in &devices {
-        extra.push(format!("Provides-Extra: device-{p}"));
-        extra.push(format!("Requires-Dist: {}=={version}; extra == \"device-{p}\"", dev_name(p)));
-    }
-    if !devices.is_empty() {
-        extra.push("Provides-Extra: device-all".into());
-        for p in &devices {
-            extra.push(format!("Requires-Dist: {}=={version}; extra == \"device-all\"", dev_name(p)));
-        }
-    }
+    let prefix = opts.device_prefix.clone().unwrap_or_else(|| format!("{name}-device"));
+    let groups = wheel_family::group(&devices);
+    let extra =
+        if family { wheel_family::host_headers(&version, &prefix, &groups, opts.bootstrap_dep) } else { processor_headers(&version, &prefix, &devices) };
     let mut host = Entries::default();
     let in_overlay = |n: &str| !overlay.is_empty() && n.starts_with(&format!("{overlay}/"));
     let meta_name = format!("{dist_info}/METADATA");
@@ -412,35 +439,128 @@ fn split_in(
     let meta_mode = std::fs::metadata(&meta_path).map(|m| perm_of(&m)).unwrap_or(0o644);
     host.0.push((meta_name.clone(), Source::Bytes(add_headers(&metadata, &extra).into_bytes(), meta_mode)));
     let host_name = wheel.file_name().unwrap_or_default();
-    let mut out = WheelReport { host: output.join(host_name), devices: Vec::new(), split: report.clone() };
+    let mut out = WheelReport { host: output.join(host_name), devices: Vec::new(), split: report.clone(), unlisted: Vec::new() };
 
     // Device wheels.
-    for p in &devices {
-        let dn = dev_name(p);
+    let dev = DeviceCtx { name: &name, version: &version, prefix: &prefix, overlay: &overlay, wn, split_dir: &sp, component: &component, output, stage };
+    if family {
+        out.unlisted = groups.iter().filter(|g| g.level.is_none()).map(|g| g.key.clone()).collect();
+        for g in &groups {
+            out.devices.push(dev.family_wheel(g, &groups)?);
+        }
+    } else {
+        for p in &devices {
+            out.devices.push(dev.processor_wheel(p)?);
+        }
+    }
+    host.write(&stage.join(host_name), dist_info)?;
+    Ok(out)
+}
+
+/// The host METADATA lines of the processor layout: one extra per processor.
+fn processor_headers(version: &str, prefix: &str, devices: &[String]) -> Vec<String> {
+    let mut extra = Vec::new();
+    for p in devices {
+        extra.push(format!("Provides-Extra: device-{p}"));
+        extra.push(format!("Requires-Dist: {prefix}-{p}=={version}; extra == \"device-{p}\""));
+    }
+    if !devices.is_empty() {
+        extra.push("Provides-Extra: device-all".into());
+        for p in devices {
+            extra.push(format!("Requires-Dist: {prefix}-{p}=={version}; extra == \"device-all\""));
+        }
+    }
+    extra
+}
+
+/// What writing a device wheel needs to know about the split.
+struct DeviceCtx<'a> {
+    name: &'a str,
+    version: &'a str,
+    prefix: &'a str,
+    overlay: &'a str,
+    wn: &'a WheelName,
+    split_dir: &'a Path,
+    component: &'a str,
+    output: &'a Path,
+    stage: &'a Path,
+}
+
+impl DeviceCtx<'_> {
+    fn artifact(&self, a: &str) -> PathBuf {
+        self.split_dir.join(format!("{}_{a}", self.component))
+    }
+
+    /// Writes `e` as `file` with dist-info `di`; returns its OUTPUT path.
+    fn finish(&self, e: Entries, file: String, di: &str) -> Result<PathBuf, SplitError> {
+        let path = self.output.join(&file);
+        if path.exists() {
+            return Err(SplitError::Usage(format!("{}: already exists", path.display())));
+        }
+        e.write(&self.stage.join(&file), di)?;
+        Ok(path)
+    }
+
+    /// The processor layout's wheel for processor `p`, as kpackfs wrote
+    /// it before the family layout.
+    fn processor_wheel(&self, p: &str) -> Result<PathBuf, SplitError> {
+        let (name, version) = (self.name, self.version);
+        let dn = format!("{}-{p}", self.prefix);
         let esc = escape(&dn);
         let di = format!("{esc}-{version}.dist-info");
         let mut e = Entries::default();
-        e.add_tree(&sp.join(format!("{component}_{p}")), &overlay, &|rel| rel == ARTIFACT_MANIFEST);
+        e.add_tree(&self.artifact(p), self.overlay, &|rel| rel == ARTIFACT_MANIFEST);
         let meta = format!(
             "Metadata-Version: 2.1\nName: {dn}\nVersion: {version}\nSummary: {name}'s GPU code objects and database files for {p} (kpack archives)\nRequires-Dist: {name}=={version}\n"
         );
         e.0.push((format!("{di}/METADATA"), Source::Bytes(meta.into_bytes(), 0o644)));
         let mut tags = String::new();
-        for plat in wn.platform.split('.') {
+        for plat in self.wn.platform.split('.') {
             tags.push_str(&format!("Tag: py3-none-{plat}\n"));
         }
         let wheel_file = format!("Wheel-Version: 1.0\nGenerator: kpackfs {}\nRoot-Is-Purelib: false\n{tags}", env!("CARGO_PKG_VERSION"));
         e.0.push((format!("{di}/WHEEL"), Source::Bytes(wheel_file.into_bytes(), 0o644)));
-        let name = format!("{esc}-{version}-py3-none-{}.whl", wn.platform);
-        let path = output.join(&name);
-        if path.exists() {
-            return Err(SplitError::Usage(format!("{}: already exists", path.display())));
-        }
-        e.write(&stage.join(&name), &di)?;
-        out.devices.push(path);
+        self.finish(e, format!("{esc}-{version}-py3-none-{}.whl", self.wn.platform), &di)
     }
-    host.write(&stage.join(host_name), dist_info)?;
-    Ok(out)
+
+    /// The family layout's wheel for bundle `g`: its artifacts' files (one
+    /// copy of a file two artifacts hold alike; different files at one
+    /// path are refused), the host's tags, parents in METADATA.
+    fn family_wheel(&self, g: &wheel_family::DeviceWheel, all: &[wheel_family::DeviceWheel]) -> Result<PathBuf, SplitError> {
+        let version = self.version;
+        let dn = wheel_family::dist_name(self.prefix, &g.key);
+        let esc = escape(&dn);
+        let di = format!("{esc}-{version}.dist-info");
+        let mut files: std::collections::BTreeMap<String, (String, Source)> = std::collections::BTreeMap::new();
+        for a in &g.artifacts {
+            let mut one = Entries::default();
+            one.add_tree(&self.artifact(a), self.overlay, &|rel| rel == ARTIFACT_MANIFEST);
+            for (n, src) in one.0 {
+                if let Some((other, Source::File(prev))) = files.get(&n) {
+                    let Source::File(this) = &src else { continue };
+                    let same = std::fs::read(prev).map_err(|e| SplitError::io(prev, e))? == std::fs::read(this).map_err(|e| SplitError::io(this, e))?;
+                    if !same {
+                        return Err(SplitError::Usage(format!(
+                            "{n}: {other} and {a} hold different files at this path, and the family layout packages both in {dn}; split with --layout processor"
+                        )));
+                    }
+                    continue;
+                }
+                files.insert(n, (a.clone(), src));
+            }
+        }
+        let mut e = Entries(files.into_iter().map(|(n, (_, src))| (n, src)).collect());
+        let meta = wheel_family::device_metadata(self.name, version, self.prefix, g, all);
+        e.0.push((format!("{di}/METADATA"), Source::Bytes(meta.into_bytes(), 0o644)));
+        let tags = wheel_family::tag_lines(self.wn);
+        let wheel_file = format!("Wheel-Version: 1.0\nGenerator: kpackfs {}\nRoot-Is-Purelib: false\n{tags}", env!("CARGO_PKG_VERSION"));
+        e.0.push((format!("{di}/WHEEL"), Source::Bytes(wheel_file.into_bytes(), 0o644)));
+        if !self.overlay.is_empty() {
+            e.0.push((format!("{di}/top_level.txt"), Source::Bytes(format!("{}\n", self.overlay).into_bytes(), 0o644)));
+        }
+        let wn = self.wn;
+        self.finish(e, format!("{esc}-{version}-{}-{}-{}.whl", wn.python, wn.abi, wn.platform), &di)
+    }
 }
 
 #[cfg(test)]
