@@ -22,6 +22,7 @@ mod record;
 mod scan;
 pub mod verify;
 pub mod wheel;
+mod wheel_devices;
 pub mod wheel_family;
 mod write;
 

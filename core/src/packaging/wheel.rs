@@ -38,6 +38,7 @@ use crate::staging::Staging;
 
 use super::manifest::ARTIFACT_MANIFEST;
 use super::record::{b64url, csv_field};
+use super::wheel_devices::{processor_headers, DeviceCtx};
 use super::{split, wheel_family, Progress, SplitConfig, SplitError, SplitReport};
 
 /// `{dist}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
@@ -135,7 +136,7 @@ pub struct WheelReport {
 }
 
 /// A wheel-escaped distribution name (PEP 427: runs of `-_.` become `_`).
-fn escape(name: &str) -> String {
+pub(super) fn escape(name: &str) -> String {
     let mut out = String::new();
     for c in name.chars() {
         if "-_.".contains(c) {
@@ -202,15 +203,15 @@ fn extract(wheel: &Path, dir: &Path, limits: UnpackLimits) -> Result<Vec<String>
 
 /// A zip under construction: (name in the wheel, file on disk or bytes).
 #[derive(Default)]
-struct Entries(Vec<(String, Source)>);
+pub(super) struct Entries(pub(super) Vec<(String, Source)>);
 
-enum Source {
+pub(super) enum Source {
     File(PathBuf),
     Bytes(Vec<u8>, u32),
 }
 
 impl Entries {
-    fn add_tree(&mut self, root: &Path, under: &str, skip: &dyn Fn(&str) -> bool) {
+    pub(super) fn add_tree(&mut self, root: &Path, under: &str, skip: &dyn Fn(&str) -> bool) {
         for rel in super::tree_files(root, false).iter().map(|p| super::slash(p)) {
             if !skip(&rel) {
                 let name = if under.is_empty() { rel.clone() } else { format!("{under}/{rel}") };
@@ -220,7 +221,7 @@ impl Entries {
     }
 
     /// Writes the wheel with a fresh RECORD at `dist_info/RECORD`.
-    fn write(mut self, path: &Path, dist_info: &str) -> Result<(), SplitError> {
+    pub(super) fn write(mut self, path: &Path, dist_info: &str) -> Result<(), SplitError> {
         use sha2::Digest;
         let record_name = format!("{dist_info}/RECORD");
         self.0.retain(|(n, _)| *n != record_name);
@@ -455,112 +456,6 @@ fn split_in(
     }
     host.write(&stage.join(host_name), dist_info)?;
     Ok(out)
-}
-
-/// The host METADATA lines of the processor layout: one extra per processor.
-fn processor_headers(version: &str, prefix: &str, devices: &[String]) -> Vec<String> {
-    let mut extra = Vec::new();
-    for p in devices {
-        extra.push(format!("Provides-Extra: device-{p}"));
-        extra.push(format!("Requires-Dist: {prefix}-{p}=={version}; extra == \"device-{p}\""));
-    }
-    if !devices.is_empty() {
-        extra.push("Provides-Extra: device-all".into());
-        for p in devices {
-            extra.push(format!("Requires-Dist: {prefix}-{p}=={version}; extra == \"device-all\""));
-        }
-    }
-    extra
-}
-
-/// What writing a device wheel needs to know about the split.
-struct DeviceCtx<'a> {
-    name: &'a str,
-    version: &'a str,
-    prefix: &'a str,
-    overlay: &'a str,
-    wn: &'a WheelName,
-    split_dir: &'a Path,
-    component: &'a str,
-    output: &'a Path,
-    stage: &'a Path,
-}
-
-impl DeviceCtx<'_> {
-    fn artifact(&self, a: &str) -> PathBuf {
-        self.split_dir.join(format!("{}_{a}", self.component))
-    }
-
-    /// Writes `e` as `file` with dist-info `di`; returns its OUTPUT path.
-    fn finish(&self, e: Entries, file: String, di: &str) -> Result<PathBuf, SplitError> {
-        let path = self.output.join(&file);
-        if path.exists() {
-            return Err(SplitError::Usage(format!("{}: already exists", path.display())));
-        }
-        e.write(&self.stage.join(&file), di)?;
-        Ok(path)
-    }
-
-    /// The processor layout's wheel for processor `p`, as kpackfs wrote
-    /// it before the family layout.
-    fn processor_wheel(&self, p: &str) -> Result<PathBuf, SplitError> {
-        let (name, version) = (self.name, self.version);
-        let dn = format!("{}-{p}", self.prefix);
-        let esc = escape(&dn);
-        let di = format!("{esc}-{version}.dist-info");
-        let mut e = Entries::default();
-        e.add_tree(&self.artifact(p), self.overlay, &|rel| rel == ARTIFACT_MANIFEST);
-        let meta = format!(
-            "Metadata-Version: 2.1\nName: {dn}\nVersion: {version}\nSummary: {name}'s GPU code objects and database files for {p} (kpack archives)\nRequires-Dist: {name}=={version}\n"
-        );
-        e.0.push((format!("{di}/METADATA"), Source::Bytes(meta.into_bytes(), 0o644)));
-        let mut tags = String::new();
-        for plat in self.wn.platform.split('.') {
-            tags.push_str(&format!("Tag: py3-none-{plat}\n"));
-        }
-        let wheel_file = format!("Wheel-Version: 1.0\nGenerator: kpackfs {}\nRoot-Is-Purelib: false\n{tags}", env!("CARGO_PKG_VERSION"));
-        e.0.push((format!("{di}/WHEEL"), Source::Bytes(wheel_file.into_bytes(), 0o644)));
-        self.finish(e, format!("{esc}-{version}-py3-none-{}.whl", self.wn.platform), &di)
-    }
-
-    /// The family layout's wheel for bundle `g`: its artifacts' files (one
-    /// copy of a file two artifacts hold alike; different files at one
-    /// path are refused), the host's tags, parents in METADATA.
-    fn family_wheel(&self, g: &wheel_family::DeviceWheel, all: &[wheel_family::DeviceWheel]) -> Result<PathBuf, SplitError> {
-        let version = self.version;
-        let dn = wheel_family::dist_name(self.prefix, &g.key);
-        let esc = escape(&dn);
-        let di = format!("{esc}-{version}.dist-info");
-        let mut files: std::collections::BTreeMap<String, (String, Source)> = std::collections::BTreeMap::new();
-        for a in &g.artifacts {
-            let mut one = Entries::default();
-            one.add_tree(&self.artifact(a), self.overlay, &|rel| rel == ARTIFACT_MANIFEST);
-            for (n, src) in one.0 {
-                if let Some((other, Source::File(prev))) = files.get(&n) {
-                    let Source::File(this) = &src else { continue };
-                    let same = std::fs::read(prev).map_err(|e| SplitError::io(prev, e))? == std::fs::read(this).map_err(|e| SplitError::io(this, e))?;
-                    if !same {
-                        return Err(SplitError::Usage(format!(
-                            "{n}: {other} and {a} hold different files at this path, and the family layout packages both in {dn}; split with --layout processor"
-                        )));
-                    }
-                    continue;
-                }
-                files.insert(n, (a.clone(), src));
-            }
-        }
-        let mut e = Entries(files.into_iter().map(|(n, (_, src))| (n, src)).collect());
-        let meta = wheel_family::device_metadata(self.name, version, self.prefix, g, all);
-        e.0.push((format!("{di}/METADATA"), Source::Bytes(meta.into_bytes(), 0o644)));
-        let tags = wheel_family::tag_lines(self.wn);
-        let wheel_file = format!("Wheel-Version: 1.0\nGenerator: kpackfs {}\nRoot-Is-Purelib: false\n{tags}", env!("CARGO_PKG_VERSION"));
-        e.0.push((format!("{di}/WHEEL"), Source::Bytes(wheel_file.into_bytes(), 0o644)));
-        if !self.overlay.is_empty() {
-            e.0.push((format!("{di}/top_level.txt"), Source::Bytes(format!("{}\n", self.overlay).into_bytes(), 0o644)));
-        }
-        let wn = self.wn;
-        self.finish(e, format!("{esc}-{version}-{}-{}-{}.whl", wn.python, wn.abi, wn.platform), &di)
-    }
 }
 
 #[cfg(test)]
