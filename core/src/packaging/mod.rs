@@ -24,6 +24,7 @@ pub mod verify;
 pub mod wheel;
 mod wheel_devices;
 pub mod wheel_family;
+mod wheel_zip;
 mod write;
 
 use std::collections::{BTreeMap, BTreeSet};

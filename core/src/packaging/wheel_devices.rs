@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::manifest::ARTIFACT_MANIFEST;
-use super::wheel::{escape, Entries, Source, WheelName};
+use super::wheel_zip::{escape, Entries, Source, WheelName};
 use super::{wheel_family, SplitError};
 
 /// The host METADATA lines of the processor layout: one extra per processor.

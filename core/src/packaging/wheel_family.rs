@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::families::{self, Level};
-use super::wheel::WheelName;
+use super::wheel_zip::WheelName;
 
 /// One device wheel to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
