@@ -30,22 +30,31 @@ fn python(script: &str, args: &[&Path]) -> Output {
     o
 }
 
-/// libmulti.so (one wrapper) with its bundle replaced by one whose only
-/// device entry is `gfx1100`, holding libmulti's gfx1030 object (the test
-/// runtime, like kpack, matches by TOC key, not by the object's e_flags):
-/// a gfx1100 library for the family wheels without a gfx1100 toolchain.
-fn gfx1100_library() -> Vec<u8> {
+/// libmulti.so (one wrapper) with its bundle replaced by one holding
+/// `entries` (target, libmulti object file name): the test runtime, like
+/// kpack, matches by TOC key, not by the object's e_flags, so relabelled
+/// objects stand in for targets no toolchain here builds.
+fn hand_library(entries: &[(&str, &str)]) -> Vec<u8> {
     let t = fs::read_to_string(assets().join("expected/libmulti.so/layout.tsv")).unwrap();
     let get = |k: &str| -> usize { t.lines().find_map(|l| l.strip_prefix(k).and_then(|v| v.strip_prefix('\t'))).unwrap().trim().parse().unwrap() };
     assert_eq!(get("bundle_offset_0"), 0);
     let (at, size) = (get("fatbin_sh_offset"), get("fatbin_sh_size"));
-    let obj = expected_object("libmulti.so", 0, "gfx1030");
-    let b = kpackfs_core::formats::bundle::write_bundle(&[("host-x86_64-unknown-linux", &[]), ("hipv4-amdgcn-amd-amdhsa--gfx1100", &obj)], 8);
+    let objs: Vec<(String, Vec<u8>)> =
+        entries.iter().map(|(target, arch)| (format!("hipv4-amdgcn-amd-amdhsa--{target}"), expected_object("libmulti.so", 0, arch))).collect();
+    let mut list: Vec<(&str, &[u8])> = vec![("host-x86_64-unknown-linux", &[])];
+    list.extend(objs.iter().map(|(id, o)| (id.as_str(), o.as_slice())));
+    let b = kpackfs_core::formats::bundle::write_bundle(&list, 8);
     let mut data = fs::read(assets().join("bin/libmulti.so")).unwrap();
     assert!(b.len() < size, "hand-made bundle ({}) larger than the section ({size})", b.len());
     data[at..at + size].fill(0);
     data[at..at + b.len()].copy_from_slice(&b);
     data
+}
+
+/// A gfx1100 library for the family wheels without a gfx1100 toolchain:
+/// its one device entry holds libmulti's gfx1030 object.
+fn gfx1100_library() -> Vec<u8> {
+    hand_library(&[("gfx1100", "gfx1030")])
 }
 
 /// A fat wheel: a package with four HIP libraries (libtwo, libmulti,
@@ -158,7 +167,10 @@ const LIBS: [&str; 4] = ["libmulti.so", "libtwo.so", "librelr.so", "libgfx11.so"
 /// gfx90a:xnack- and gfx1030 (nothing for an xnack+ device, though the
 /// gfx90a wheel holds an xnack+ archive for libmulti); libgfx11 only
 /// gfx1100, holding libmulti's gfx1030 object.
-const WHEEL_LOADS: [(&str, [Option<(&str, &str)>; 4]); 5] = [
+/// (test_assets/expected binary, object file name).
+type Object = (&'static str, &'static str);
+
+const WHEEL_LOADS: [(&str, [Option<Object>; 4]); 5] = [
     ("gfx90a:xnack+", [Some(("libmulti.so", "gfx90a:xnack+")), Some(("libtwo.so", "gfx90a")), None, None]),
     ("gfx90a:xnack-", [Some(("libmulti.so", "gfx90a:xnack-")), Some(("libtwo.so", "gfx90a")), Some(("librelr.so", "gfx90a:xnack-")), None]),
     ("gfx906", [Some(("libmulti.so", "gfx906")), None, None, None]),
@@ -365,6 +377,77 @@ fn processor_layout_is_kept_as_an_option() {
         bad.extend(check_loads(&site, d, false, work.path()));
     }
     assert!(bad.is_empty(), "{} wrong loads:\n{}", bad.len(), bad.join("\n"));
+}
+
+/// A wheel with one library for gfx1250 and gfx1250-strict (one owner:
+/// one gfx1250 wheel holding both archives) and one for gfx940 (not in
+/// the family table: its own wheel, no family, a warning), split with
+/// `--device-package-prefix`; a bad prefix is a usage error.
+#[test]
+fn owners_unlisted_targets_and_prefix() {
+    let dir = tempdir();
+    let (l1250, l940) = (dir.path().join("lib1250.so"), dir.path().join("lib940.so"));
+    fs::write(&l1250, hand_library(&[("gfx1250", "gfx1030"), ("gfx1250-strict", "gfx906")])).unwrap();
+    fs::write(&l940, hand_library(&[("gfx940", "gfx90a:xnack-")])).unwrap();
+    // The running Python's tag (the device wheels must carry the host's,
+    // and pip must accept them).
+    let cp = python("import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}', end='')", &[]);
+    let cp = String::from_utf8_lossy(&cp.stdout).into_owned();
+    let tail = format!("-1.0-{cp}-{cp}-linux_x86_64.whl");
+    let host_file = format!("tiny{tail}");
+    let wheel = dir.path().join(&host_file);
+    let script = r#"
+import base64, hashlib, sys, zipfile
+rec = []
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    def add(n, d, mode=0o644):
+        zi = zipfile.ZipInfo(n, (2024, 1, 1, 0, 0, 0)); zi.external_attr = (0o100000 | mode) << 16
+        z.writestr(zi, d)
+        rec.append(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}")
+    add("tiny/lib/lib1250.so", open(sys.argv[2], "rb").read(), 0o755)
+    add("tiny/lib/lib940.so", open(sys.argv[3], "rb").read(), 0o755)
+    add("tiny-1.0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n")
+    add("tiny-1.0.dist-info/WHEEL", f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {sys.argv[4]}-{sys.argv[4]}-linux_x86_64\n".encode())
+    rec.append("tiny-1.0.dist-info/RECORD,,")
+    z.writestr("tiny-1.0.dist-info/RECORD", "\n".join(rec) + "\n")
+"#;
+    python(script, &[&wheel, &l1250, &l940, Path::new(&cp)]);
+    let bad = kp(&["split-wheel".as_ref(), wheel.as_os_str(), dir.path().join("x").as_os_str(), "--device-package-prefix".as_ref(), "-x".as_ref()]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    let out = dir.path().join("out");
+    let o = kp(&["split-wheel".as_ref(), wheel.as_os_str(), out.as_os_str(), "-q".as_ref(), "--device-package-prefix".as_ref(), "amd-tiny-device".as_ref()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("not in the family table (rocm-bootstrap 0.3.0), packaged as target wheels with no family: gfx940\n"), "{}", text(&o));
+    let (w1250, w940) = (format!("amd_tiny_device_gfx1250{tail}"), format!("amd_tiny_device_gfx940{tail}"));
+    assert_eq!(listing(&out), [w1250.clone(), w940.clone(), host_file.clone()]);
+    for n in listing(&out) {
+        check_record(&out.join(n));
+    }
+    let m = metadata(&out.join(&w940), "amd_tiny_device_gfx940-1.0.dist-info");
+    assert!(m.ends_with("\nRequires-Dist: tiny == 1.0\n"), "{m}");
+    let host = metadata(&out.join(&host_file), "tiny-1.0.dist-info");
+    for l in ["Provides-Extra: device-gfx1250\nRequires-Dist: amd-tiny-device-gfx1250 == 1.0; extra == \"device-gfx1250\"\n", "Provides-Extra: device-gfx940\n"]
+    {
+        assert!(host.contains(l), "{l} not in {host}");
+    }
+    assert!(!host.contains("device-gfx1250-strict"), "{host}");
+    let site = dir.path().join("site");
+    pip_install(&site, &[&out.join(&host_file), &out.join(&w1250), &out.join(&w940)]);
+    for a in ["gfx1250", "gfx1250-strict", "gfx940"] {
+        assert!(site.join(format!("tiny/.kpack/tiny_{a}.kpack")).is_file(), "tiny_{a}.kpack");
+    }
+    // By hand: each device gets the object its own entry holds.
+    let work = tempdir();
+    for (lib, device, arch) in [("lib1250.so", "gfx1250", "gfx1030"), ("lib940.so", "gfx940", "gfx90a:xnack-")] {
+        for loader in ["feb2026", "newest"] {
+            let mut cmd = Command::new(Stub::get().driver());
+            cmd.arg(site.join("tiny/lib").join(lib));
+            let recs = stub_run(&mut cmd, device, None, loader, &work.path().join(format!("{device}-{loader}")));
+            assert_eq!(recs.len(), 1, "{lib} on {device}: {recs:?}");
+            let want = expected_object("libmulti.so", 0, arch);
+            assert!(recs[0].status == "OK" && recs[0].bytes.as_deref() == Some(&want[..]), "{lib} on {device} ({loader}): {:?}", recs[0]);
+        }
+    }
 }
 
 #[test]
