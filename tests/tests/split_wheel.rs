@@ -170,9 +170,13 @@ const LIBS: [&str; 4] = ["libmulti.so", "libtwo.so", "librelr.so", "libgfx11.so"
 /// (test_assets/expected binary, object file name).
 type Object = (&'static str, &'static str);
 
-const WHEEL_LOADS: [(&str, [Option<Object>; 4]); 5] = [
+const WHEEL_LOADS: [(&str, [Option<Object>; 4]); 7] = [
     ("gfx90a:xnack+", [Some(("libmulti.so", "gfx90a:xnack+")), Some(("libtwo.so", "gfx90a")), None, None]),
     ("gfx90a:xnack-", [Some(("libmulti.so", "gfx90a:xnack-")), Some(("libtwo.so", "gfx90a")), Some(("librelr.so", "gfx90a:xnack-")), None]),
+    // Exact features beat "any"; the probe order drops features from the
+    // right, so a sramecc+ device takes the object of its xnack setting.
+    ("gfx90a:sramecc+:xnack-", [Some(("libmulti.so", "gfx90a:xnack-")), Some(("libtwo.so", "gfx90a")), Some(("librelr.so", "gfx90a:xnack-")), None]),
+    ("gfx90a:sramecc+:xnack+", [Some(("libmulti.so", "gfx90a:xnack+")), Some(("libtwo.so", "gfx90a")), None, None]),
     ("gfx906", [Some(("libmulti.so", "gfx906")), None, None, None]),
     ("gfx1030", [Some(("libmulti.so", "gfx1030")), Some(("libtwo.so", "gfx1030")), Some(("librelr.so", "gfx1030")), None]),
     ("gfx1100", [None, None, None, Some(("libmulti.so", "gfx1030"))]),
@@ -288,7 +292,7 @@ fn wheel_splits_installs_and_loads_exactly() {
     // devices to load on. A device wheel named directly brings its host
     // and its family wheel through its own Requires-Dist.
     let cases: [(&str, &str, &[&str], &[&str]); 5] = [
-        ("gfx90a", "hiplib[device-gfx90a]", &["hiplib_device_gfx90a"], &["gfx90a:xnack+", "gfx90a:xnack-"]),
+        ("gfx90a", "hiplib[device-gfx90a]", &["hiplib_device_gfx90a"], &["gfx90a:xnack+", "gfx90a:xnack-", "gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack+"]),
         ("gfx906", "hiplib[device-gfx906]", &["hiplib_device_gfx906"], &["gfx906"]),
         ("gfx1030", "hiplib[device-gfx1030]", &["hiplib_device_gfx1030"], &["gfx1030"]),
         ("gfx1100", "hiplib[device-gfx1100]", &["hiplib_device_gfx11", "hiplib_device_gfx1100"], &["gfx1100"]),
