@@ -87,6 +87,12 @@ pub struct SplitWheelArgs {
     /// (upstream's host wheels do).
     #[arg(long)]
     pub no_bootstrap_dep: bool,
+    /// Family layout: one more `Requires-Dist` of every device wheel
+    /// (repeatable); `@GFXARCH@` becomes the wheel's target, and a line
+    /// holding it is left out of family wheels. TheRock passes
+    /// `rocm-sdk-device-@GFXARCH@ == <sdk version>`.
+    #[arg(long, value_name = "REQUIREMENT")]
+    pub device_requires_dist: Vec<String>,
     #[command(flatten)]
     pub opts: SplitOptions,
 }
@@ -226,7 +232,11 @@ pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Resu
         limits: UnpackLimits { max_ratio: a.max_unpack_ratio },
         device_prefix: a.device_package_prefix.clone(),
         bootstrap_dep: !a.no_bootstrap_dep,
+        device_requires: a.device_requires_dist.clone(),
     };
+    if let Some(r) = a.device_requires_dist.iter().find(|r| r.trim().is_empty() || r.contains('\n')) {
+        return Err(Failure::usage(format!("--device-requires-dist {r:?}: one requirement on one line")));
+    }
     let start = Instant::now();
     let progress = Progress::default();
     let r =

@@ -386,7 +386,8 @@ fn processor_layout_is_kept_as_an_option() {
 /// A wheel with one library for gfx1250 and gfx1250-strict (one owner:
 /// one gfx1250 wheel holding both archives) and one for gfx940 (not in
 /// the family table: its own wheel, no family, a warning), split with
-/// `--device-package-prefix`; a bad prefix is a usage error.
+/// `--device-package-prefix` and `--device-requires-dist`; a bad prefix is
+/// a usage error.
 #[test]
 fn owners_unlisted_targets_and_prefix() {
     let dir = tempdir();
@@ -419,7 +420,16 @@ with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
     let bad = kp(&["split-wheel".as_ref(), wheel.as_os_str(), dir.path().join("x").as_os_str(), "--device-package-prefix".as_ref(), "-x".as_ref()]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
     let out = dir.path().join("out");
-    let o = kp(&["split-wheel".as_ref(), wheel.as_os_str(), out.as_os_str(), "-q".as_ref(), "--device-package-prefix".as_ref(), "amd-tiny-device".as_ref()]);
+    let o = kp(&[
+        "split-wheel".as_ref(),
+        wheel.as_os_str(),
+        out.as_os_str(),
+        "-q".as_ref(),
+        "--device-package-prefix".as_ref(),
+        "amd-tiny-device".as_ref(),
+        "--device-requires-dist".as_ref(),
+        "rocm-sdk-device-@GFXARCH@ == 7.1".as_ref(),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("not in the family table (rocm-bootstrap 0.3.0), packaged as target wheels with no family: gfx940\n"), "{}", text(&o));
     let (w1250, w940) = (format!("amd_tiny_device_gfx1250{tail}"), format!("amd_tiny_device_gfx940{tail}"));
@@ -428,7 +438,7 @@ with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
         check_record(&out.join(n));
     }
     let m = metadata(&out.join(&w940), "amd_tiny_device_gfx940-1.0.dist-info");
-    assert!(m.ends_with("\nRequires-Dist: tiny == 1.0\n"), "{m}");
+    assert!(m.ends_with("\nRequires-Dist: tiny == 1.0\nRequires-Dist: rocm-sdk-device-gfx940 == 7.1\n"), "{m}");
     let host = metadata(&out.join(&host_file), "tiny-1.0.dist-info");
     for l in ["Provides-Extra: device-gfx1250\nRequires-Dist: amd-tiny-device-gfx1250 == 1.0; extra == \"device-gfx1250\"\n", "Provides-Extra: device-gfx940\n"]
     {

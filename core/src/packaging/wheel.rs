@@ -94,11 +94,14 @@ pub struct WheelOptions {
     /// Family layout: the host requires `rocm-bootstrap`, as upstream's
     /// host wheels do (it selects the device extra at install time).
     pub bootstrap_dep: bool,
+    /// Family layout: extra `Requires-Dist` lines of every device wheel
+    /// (`@GFXARCH@` → the wheel's key; see [`wheel_family::device_metadata`]).
+    pub device_requires: Vec<String>,
 }
 
 impl Default for WheelOptions {
     fn default() -> Self {
-        WheelOptions { layout: WheelLayout::Family, limits: UnpackLimits::default(), device_prefix: None, bootstrap_dep: true }
+        WheelOptions { layout: WheelLayout::Family, limits: UnpackLimits::default(), device_prefix: None, bootstrap_dep: true, device_requires: Vec::new() }
     }
 }
 
@@ -315,7 +318,18 @@ fn split_in(
     let mut out = WheelReport { host: output.join(host_name), devices: Vec::new(), split: report.clone(), unlisted: Vec::new() };
 
     // Device wheels.
-    let dev = DeviceCtx { name: &name, version: &version, prefix: &prefix, overlay: &overlay, wn, split_dir: &sp, component: &component, output, stage };
+    let dev = DeviceCtx {
+        name: &name,
+        version: &version,
+        prefix: &prefix,
+        overlay: &overlay,
+        wn,
+        split_dir: &sp,
+        component: &component,
+        output,
+        stage,
+        requires: &opts.device_requires,
+    };
     if family {
         out.unlisted = groups.iter().filter(|g| g.level.is_none()).map(|g| g.key.clone()).collect();
         for g in &groups {

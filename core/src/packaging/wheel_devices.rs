@@ -37,6 +37,8 @@ pub(super) struct DeviceCtx<'a> {
     pub(super) component: &'a str,
     pub(super) output: &'a Path,
     pub(super) stage: &'a Path,
+    /// Extra `Requires-Dist` lines of family-layout device wheels.
+    pub(super) requires: &'a [String],
 }
 
 impl DeviceCtx<'_> {
@@ -103,7 +105,7 @@ impl DeviceCtx<'_> {
             }
         }
         let mut e = Entries(files.into_iter().map(|(n, (_, src))| (n, src)).collect());
-        let meta = wheel_family::device_metadata(self.name, version, self.prefix, g, all);
+        let meta = wheel_family::device_metadata(self.name, version, self.prefix, g, all, self.requires);
         e.0.push((format!("{di}/METADATA"), Source::Bytes(meta.into_bytes(), 0o644)));
         let tags = wheel_family::tag_lines(self.wn);
         let wheel_file = format!("Wheel-Version: 1.0\nGenerator: kpackfs {}\nRoot-Is-Purelib: false\n{tags}", env!("CARGO_PKG_VERSION"));
@@ -162,6 +164,7 @@ mod tests {
             component: "c",
             output: &out,
             stage: &stage,
+            requires: &[],
         };
         let groups = wheel_family::group(&["gfx1250".to_string(), "gfx1250-strict".to_string()]);
         assert_eq!(groups.len(), 1);

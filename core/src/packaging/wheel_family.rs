@@ -61,13 +61,26 @@ pub fn dist_name(prefix: &str, key: &str) -> String {
     format!("{prefix}-{}", families::dist_part(key))
 }
 
-/// METADATA of device wheel `w`.
-pub fn device_metadata(host: &str, version: &str, prefix: &str, w: &DeviceWheel, wheels: &[DeviceWheel]) -> String {
+/// The marker `--device-requires-dist` lines carry for the wheel's key.
+pub const GFXARCH: &str = "@GFXARCH@";
+
+/// METADATA of device wheel `w`. `requires` are extra `Requires-Dist`
+/// values (upstream's `--device-requires-dist`, e.g. the SDK's device
+/// package `rocm-sdk-device-@GFXARCH@ == 7.1`): `@GFXARCH@` becomes the
+/// wheel's key, and a line holding it is left out of sub-family and family
+/// wheels, as upstream does (there is no such SDK package per family).
+pub fn device_metadata(host: &str, version: &str, prefix: &str, w: &DeviceWheel, wheels: &[DeviceWheel], requires: &[String]) -> String {
     let mut m = format!(
         "Metadata-Version: 2.4\nName: {}\nVersion: {version}\nSummary: {host}'s GPU code objects and database files for {} (kpack archives)\nRequires-Dist: {host} == {version}\n",
         dist_name(prefix, &w.key),
         families::table().display(&w.key),
     );
+    for r in requires {
+        if r.contains(GFXARCH) && !w.is_target() {
+            continue;
+        }
+        m.push_str(&format!("Requires-Dist: {}\n", r.replace(GFXARCH, &w.key)));
+    }
     if w.is_target() {
         for p in parents_written(&w.key, wheels) {
             m.push_str(&format!("Requires-Dist: {} == {version}\n", dist_name(prefix, &p)));
@@ -133,16 +146,22 @@ mod tests {
         assert_eq!(keys, ["gfx11", "gfx1100", "gfx1151", "gfx90a"]);
         let p = "torch-device";
         assert_eq!(
-            device_metadata("torch", "2.9", p, &w[1], &w),
+            device_metadata("torch", "2.9", p, &w[1], &w, &[]),
             "Metadata-Version: 2.4\nName: torch-device-gfx1100\nVersion: 2.9\n\
              Summary: torch's GPU code objects and database files for gfx1100 (kpack archives)\n\
              Requires-Dist: torch == 2.9\nRequires-Dist: torch-device-gfx11 == 2.9\n"
         );
         let requires = |w: &DeviceWheel, all| -> Vec<String> {
-            device_metadata("torch", "2.9", p, w, all).lines().filter_map(|l| l.strip_prefix("Requires-Dist: ")).map(str::to_string).collect()
+            device_metadata("torch", "2.9", p, w, all, &[]).lines().filter_map(|l| l.strip_prefix("Requires-Dist: ")).map(str::to_string).collect()
         };
         assert_eq!(requires(&w[0], &w), ["torch == 2.9"], "a family wheel has no parents");
         assert_eq!(requires(&w[3], &w), ["torch == 2.9"], "parents not written are not required");
+        let sdk = ["rocm-sdk-device-@GFXARCH@ == 7.1".to_string(), "extra-lib".to_string()];
+        let with_sdk = |w: &DeviceWheel| -> Vec<String> {
+            device_metadata("torch", "2.9", p, w, &[], &sdk).lines().filter_map(|l| l.strip_prefix("Requires-Dist: ")).map(str::to_string).collect()
+        };
+        assert_eq!(with_sdk(&w[1]), ["torch == 2.9", "rocm-sdk-device-gfx1100 == 7.1", "extra-lib"]);
+        assert_eq!(with_sdk(&w[0]), ["torch == 2.9", "extra-lib"], "no @GFXARCH@ line in a family wheel");
         assert_eq!(
             host_headers("2.9", p, &w, true),
             [
