@@ -26,7 +26,7 @@ use kpackfs_core::plan::db::Rules;
 use kpackfs_core::view::{ArchiveCompression, ArchiveNaming, CopyPolicy, View, ViewConfig};
 
 pub use doctor::DoctorArgs;
-pub use packaging::{RecombineArgs, SplitArgs, SplitCompression, SplitOptions, SplitWheelArgs, VerifyArgs};
+pub use packaging::{RecombineArgs, SplitArgs, SplitCompression, SplitOptions, SplitWheelArgs, VerifyArgs, WheelLayoutArg};
 
 /// A user-facing failure with its exit status.
 #[derive(Debug, PartialEq, Eq)]

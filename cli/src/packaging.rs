@@ -74,8 +74,33 @@ pub struct SplitWheelArgs {
     /// times its size (zip bombs).
     #[arg(long, value_name = "N", default_value_t = kpackfs_core::packaging::wheel::UnpackLimits::DEFAULT_RATIO, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_unpack_ratio: u64,
+    /// How device wheels are grouped: `family` (one wheel per target,
+    /// sub-family and family of rocm-bootstrap 0.3.0's table, a target's
+    /// wheel requiring its family wheels; upstream's newest layout) or
+    /// `processor` (one wheel per processor, no dependencies between them).
+    #[arg(long, value_enum, default_value_t = WheelLayoutArg::Family)]
+    pub layout: WheelLayoutArg,
+    /// Device wheels are named PREFIX-<target or family> [default: <name>-device].
+    #[arg(long, value_name = "PREFIX")]
+    pub device_package_prefix: Option<String>,
+    /// Family layout: do not make the host wheel require `rocm-bootstrap`
+    /// (upstream's host wheels do).
+    #[arg(long)]
+    pub no_bootstrap_dep: bool,
+    /// Family layout: one more `Requires-Dist` of every device wheel
+    /// (repeatable); `@GFXARCH@` becomes the wheel's target, and a line
+    /// holding it is left out of family wheels. TheRock passes
+    /// `rocm-sdk-device-@GFXARCH@ == <sdk version>`.
+    #[arg(long, value_name = "REQUIREMENT")]
+    pub device_requires_dist: Vec<String>,
     #[command(flatten)]
     pub opts: SplitOptions,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum WheelLayoutArg {
+    Family,
+    Processor,
 }
 
 #[derive(Debug, Args)]
@@ -165,6 +190,7 @@ fn split_config(component: &str, o: &SplitOptions, default_naming: Naming) -> Re
         },
         rules: Arc::new(o.db.rules()?),
         jobs: jobs(o.jobs),
+        family_bundles: false,
     })
 }
 
@@ -191,15 +217,37 @@ pub(super) fn split_wheel_cmd(a: SplitWheelArgs, default_naming: Naming) -> Resu
     }
     super::not_a_directory("OUTPUT", &a.output)?;
     let cfg = split_config("wheel", &a.opts, default_naming)?;
-    let limits = kpackfs_core::packaging::wheel::UnpackLimits { max_ratio: a.max_unpack_ratio };
+    use kpackfs_core::packaging::wheel::{UnpackLimits, WheelLayout, WheelOptions};
+    if let Some(p) = &a.device_package_prefix {
+        let ok = p.chars().next().is_some_and(|c| c.is_ascii_alphanumeric()) && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !ok {
+            return Err(Failure::usage(format!("--device-package-prefix {p:?}: a distribution name takes letters, digits and - _ .")));
+        }
+    }
+    let wopts = WheelOptions {
+        layout: match a.layout {
+            WheelLayoutArg::Family => WheelLayout::Family,
+            WheelLayoutArg::Processor => WheelLayout::Processor,
+        },
+        limits: UnpackLimits { max_ratio: a.max_unpack_ratio },
+        device_prefix: a.device_package_prefix.clone(),
+        bootstrap_dep: !a.no_bootstrap_dep,
+        device_requires: a.device_requires_dist.clone(),
+    };
+    if let Some(r) = a.device_requires_dist.iter().find(|r| r.trim().is_empty() || r.contains('\n')) {
+        return Err(Failure::usage(format!("--device-requires-dist {r:?}: one requirement on one line")));
+    }
     let start = Instant::now();
     let progress = Progress::default();
     let r =
-        with_progress("splitting wheel", a.opts.quiet, &progress, || kpackfs_core::packaging::wheel::split_wheel(&a.wheel, &a.output, &cfg, limits, &progress))
+        with_progress("splitting wheel", a.opts.quiet, &progress, || kpackfs_core::packaging::wheel::split_wheel(&a.wheel, &a.output, &cfg, &wopts, &progress))
             .map_err(split_failure)?;
     note_widened(&r.split.widened_targets);
     if !r.split.dropped_targets.is_empty() {
         eprintln!("dropped targets not selected: {}", r.split.dropped_targets.join(", "));
+    }
+    if !r.unlisted.is_empty() {
+        eprintln!("not in the family table (rocm-bootstrap 0.3.0), packaged as target wheels with no family: {}", r.unlisted.join(", "));
     }
     let mut text = format!("{}\n", r.host.display());
     for d in &r.devices {

@@ -15,12 +15,16 @@
 //! is renamed into place only when complete.
 
 mod archives;
+pub mod families;
 mod manifest;
 pub mod recombine;
 mod record;
 mod scan;
 pub mod verify;
 pub mod wheel;
+mod wheel_devices;
+pub mod wheel_family;
+mod wheel_zip;
 mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -82,6 +86,11 @@ pub struct SplitConfig {
     pub rules: Arc<Rules>,
     /// Worker threads.
     pub jobs: usize,
+    /// Route database files named for a processor family (`gfx11*`) to one
+    /// artifact named by the family table's bundle (`gfx11`, `gfx110x`;
+    /// [`families::Families::bundle_of_prefix`]) instead of a copy per
+    /// member processor: the family wheel layout installs them once.
+    pub family_bundles: bool,
 }
 
 /// One written artifact.
@@ -146,13 +155,17 @@ fn check_component(c: &str) -> Result<(), SplitError> {
 
 /// The artifacts a database file belongs to. `known` are the processors
 /// the split writes artifacts for; a family (`gfx11*`) goes to each known
-/// member, or to an artifact named by the family when none is known.
-fn db_artifacts(a: &DbArch, known: &BTreeSet<String>, sel: Option<&Selection>) -> Vec<String> {
+/// member, or to an artifact named by the family when none is known;
+/// with `family_bundles`, to the family table's bundle when it has one.
+fn db_artifacts(a: &DbArch, known: &BTreeSet<String>, sel: Option<&Selection>, family_bundles: bool) -> Vec<String> {
     if sel.is_some_and(|s| !a.selected_by(s)) {
         return Vec::new();
     }
     match a {
         DbArch::Processor { processor, .. } => vec![processor.clone()],
+        DbArch::Family(prefix) if family_bundles && families::table().bundle_of_prefix(prefix).is_some() => {
+            families::table().bundle_of_prefix(prefix).into_iter().collect()
+        }
         DbArch::Family(prefix) => {
             let mut members: Vec<String> = known.iter().filter(|p| p.starts_with(prefix.as_str())).cloned().collect();
             if let Some(s) = sel {
@@ -278,7 +291,7 @@ fn write_all(
             EntryKind::Dir => std::fs::create_dir_all(&to_generic).map_err(|err| SplitError::io(&to_generic, err))?,
             EntryKind::Symlink(target) => {
                 let arts = match cfg.rules.classify(&e.rel) {
-                    Some(a) => db_artifacts(&a, known, cfg.targets.as_ref()).into_iter().map(|p| format!("{c}_{p}")).collect(),
+                    Some(a) => db_artifacts(&a, known, cfg.targets.as_ref(), cfg.family_bundles).into_iter().map(|p| format!("{c}_{p}")).collect(),
                     None => vec![generic.clone()],
                 };
                 for art in arts {
@@ -293,7 +306,7 @@ fn write_all(
             }
             EntryKind::File(class) => match class {
                 FileClass::Db(a) => {
-                    for p in db_artifacts(a, known, cfg.targets.as_ref()) {
+                    for p in db_artifacts(a, known, cfg.targets.as_ref(), cfg.family_bundles) {
                         let art = format!("{c}_{p}");
                         jobs.push(write::FileJob { entry: i, dest: art_dir(&art).join(in_prefix(e.prefix, &e.rel)) });
                         used.entry(art).or_default().insert(e.prefix);

@@ -1,15 +1,18 @@
 //! `kpackfs split-wheel`: a fat Python wheel → a host wheel (same name,
-//! version and tags; fat binaries transformed) and one device wheel per GPU
-//! processor (its archives and database files), with the split engine.
+//! version and tags; fat binaries transformed) and device wheels holding
+//! the archives and database files, with the split engine: by default one
+//! per target, sub-family and family of the family table
+//! ([`super::wheel_family`]), or one per processor (`--layout processor`).
 //!
 //! The *overlay root* — where `.kpack/` goes and what TOC keys are
 //! relative to — is the one top-level directory holding every fat binary
 //! and database file (`torch/` → archives in `torch/.kpack/`, keys like
 //! `lib/libtorch_hip.so#0`), or the wheel's root when they are spread over
-//! several. The host wheel's METADATA gains one extra per processor,
-//! `device-<processor>`, requiring `<name>-device-<processor>` of the same
-//! version, and `device-all`; device wheels require the host wheel of
-//! their version. A host wheel installed alone fails at load time with
+//! several. The host wheel's METADATA gains one extra per target (or
+//! processor), `device-<target>`, requiring `<name>-device-<target>` of the
+//! same version (and, in the family layout, its family wheels), and
+//! `device-all`; device wheels require the host wheel of their version.
+//! A host wheel installed alone fails at load time with
 //! "archive not found" — never wrong code — and `kpackfs verify` names the
 //! missing archive (the host wheel's pack manifest lists them all).
 //!
@@ -26,46 +29,22 @@
 
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 
-use zip::write::SimpleFileOptions;
-use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
+use zip::ZipArchive;
 
 use crate::plan::db::Rules;
 
 use crate::staging::Staging;
 
 use super::manifest::ARTIFACT_MANIFEST;
-use super::record::{b64url, csv_field};
-use super::{split, Progress, SplitConfig, SplitError, SplitReport};
-
-/// `{dist}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WheelName {
-    pub dist: String,
-    pub version: String,
-    pub build: Option<String>,
-    pub python: String,
-    pub abi: String,
-    pub platform: String,
-}
-
-impl WheelName {
-    pub fn parse(file_name: &str) -> Option<WheelName> {
-        let stem = file_name.strip_suffix(".whl")?;
-        let p: Vec<&str> = stem.split('-').collect();
-        let (dist, version, build, rest) = match p.len() {
-            5 => (p[0], p[1], None, &p[2..]),
-            6 => (p[0], p[1], Some(p[2].to_string()), &p[3..]),
-            _ => return None,
-        };
-        if p.iter().any(|s| s.is_empty()) {
-            return None;
-        }
-        Some(WheelName { dist: dist.into(), version: version.into(), build, python: rest[0].into(), abi: rest[1].into(), platform: rest[2].into() })
-    }
-}
+#[cfg(test)]
+use super::record::b64url;
+use super::wheel_devices::{processor_headers, DeviceCtx};
+pub use super::wheel_zip::WheelName;
+use super::wheel_zip::{escape, perm_of, Entries, Source};
+use super::{split, wheel_family, Progress, SplitConfig, SplitError, SplitReport};
 
 /// Bounds on unpacking a wheel, against zip bombs: each entry larger than
 /// [`UnpackLimits::RATIO_FLOOR`] may unpack to at most `max_ratio` times
@@ -92,27 +71,49 @@ impl Default for UnpackLimits {
     }
 }
 
+/// How device wheels are grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WheelLayout {
+    /// One wheel per bundle of the family table, target wheels requiring
+    /// their sub-family and family wheels ([`super::wheel_family`]).
+    #[default]
+    Family,
+    /// One wheel per processor, `py3-none` tags, no parents: the layout
+    /// of kpackfs before the family layout (and of upstream's older
+    /// splitter).
+    Processor,
+}
+
+/// What split-wheel writes besides the split itself.
+#[derive(Debug, Clone)]
+pub struct WheelOptions {
+    pub layout: WheelLayout,
+    pub limits: UnpackLimits,
+    /// Device wheels are named `<prefix>-<bundle>`; default `<name>-device`.
+    pub device_prefix: Option<String>,
+    /// Family layout: the host requires `rocm-bootstrap`, as upstream's
+    /// host wheels do (it selects the device extra at install time).
+    pub bootstrap_dep: bool,
+    /// Family layout: extra `Requires-Dist` lines of every device wheel
+    /// (`@GFXARCH@` → the wheel's key; see [`wheel_family::device_metadata`]).
+    pub device_requires: Vec<String>,
+}
+
+impl Default for WheelOptions {
+    fn default() -> Self {
+        WheelOptions { layout: WheelLayout::Family, limits: UnpackLimits::default(), device_prefix: None, bootstrap_dep: true, device_requires: Vec::new() }
+    }
+}
+
 /// What split-wheel wrote.
 #[derive(Debug, Default)]
 pub struct WheelReport {
     pub host: PathBuf,
     pub devices: Vec<PathBuf>,
     pub split: SplitReport,
-}
-
-/// A wheel-escaped distribution name (PEP 427: runs of `-_.` become `_`).
-fn escape(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        if "-_.".contains(c) {
-            if !out.ends_with('_') {
-                out.push('_');
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    /// Family layout: targets the family table does not list, each
+    /// packaged as a target wheel with no parents.
+    pub unlisted: Vec<String>,
 }
 
 /// Extracts `wheel` into `dir`, refusing entries that could leave it or
@@ -166,97 +167,6 @@ fn extract(wheel: &Path, dir: &Path, limits: UnpackLimits) -> Result<Vec<String>
     Ok(names)
 }
 
-/// A zip under construction: (name in the wheel, file on disk or bytes).
-#[derive(Default)]
-struct Entries(Vec<(String, Source)>);
-
-enum Source {
-    File(PathBuf),
-    Bytes(Vec<u8>, u32),
-}
-
-impl Entries {
-    fn add_tree(&mut self, root: &Path, under: &str, skip: &dyn Fn(&str) -> bool) {
-        for rel in super::tree_files(root, false).iter().map(|p| super::slash(p)) {
-            if !skip(&rel) {
-                let name = if under.is_empty() { rel.clone() } else { format!("{under}/{rel}") };
-                self.0.push((name, Source::File(root.join(&rel))));
-            }
-        }
-    }
-
-    /// Writes the wheel with a fresh RECORD at `dist_info/RECORD`.
-    fn write(mut self, path: &Path, dist_info: &str) -> Result<(), SplitError> {
-        use sha2::Digest;
-        let record_name = format!("{dist_info}/RECORD");
-        self.0.retain(|(n, _)| *n != record_name);
-        // Package files first, then dist-info, each sorted: pip and auditors
-        // expect the metadata at the end.
-        self.0.sort_by(|a, b| (a.0.starts_with(&format!("{dist_info}/")), &a.0).cmp(&(b.0.starts_with(&format!("{dist_info}/")), &b.0)));
-        let zerr = |e: zip::result::ZipError| SplitError::Archive(path.to_path_buf(), e.to_string());
-        let out = File::options().write(true).create_new(true).open(path).map_err(|e| SplitError::io(path, e))?;
-        let mut z = ZipWriter::new(io::BufWriter::new(out));
-        let mut record = String::new();
-        let mut buf = vec![0u8; 1 << 20];
-        for (name, src) in &self.0 {
-            let (mode, len, mut reader): (u32, u64, Box<dyn Read>) = match src {
-                Source::File(p) => {
-                    let f = File::open(p).map_err(|e| SplitError::io(p, e))?;
-                    let md = f.metadata().map_err(|e| SplitError::io(p, e))?;
-                    (perm_of(&md), md.len(), Box::new(f))
-                }
-                Source::Bytes(b, m) => (*m, b.len() as u64, Box::new(io::Cursor::new(b.clone()))),
-            };
-            let stored = name.ends_with(".kpack") && is_zstd_archive(src);
-            let opts = SimpleFileOptions::default()
-                .compression_method(if stored { CompressionMethod::Stored } else { CompressionMethod::Deflated })
-                .last_modified_time(DateTime::default())
-                .unix_permissions(mode)
-                .large_file(len >= u64::from(u32::MAX));
-            z.start_file(name.as_str(), opts).map_err(zerr)?;
-            let mut h = sha2::Sha256::new();
-            loop {
-                let n = reader.read(&mut buf).map_err(|e| SplitError::io(path, e))?;
-                if n == 0 {
-                    break;
-                }
-                h.update(&buf[..n]);
-                z.write_all(&buf[..n]).map_err(|e| SplitError::io(path, e))?;
-            }
-            record.push_str(&format!("{},sha256={},{len}\n", csv_field(name), b64url(&h.finalize())));
-        }
-        record.push_str(&format!("{},,\n", csv_field(&record_name)));
-        z.start_file(
-            record_name.as_str(),
-            SimpleFileOptions::default().compression_method(CompressionMethod::Deflated).last_modified_time(DateTime::default()).unix_permissions(0o644),
-        )
-        .map_err(zerr)?;
-        z.write_all(record.as_bytes()).map_err(|e| SplitError::io(path, e))?;
-        let w = z.finish().map_err(zerr)?;
-        // No fsync, as cp, tar and pip do not: the staging directory is
-        // what keeps a failed run from leaving partial output behind.
-        w.into_inner().map_err(|e| SplitError::io(path, e.into_error()))?;
-        Ok(())
-    }
-}
-
-fn is_zstd_archive(src: &Source) -> bool {
-    let Source::File(p) = src else { return false };
-    let Ok(f) = File::open(p) else { return false };
-    crate::formats::kpack::Archive::open(&f).is_ok_and(|a| a.toc.scheme_name() == crate::formats::kpack::SCHEME_ZSTD)
-}
-
-#[cfg(unix)]
-fn perm_of(md: &std::fs::Metadata) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    md.permissions().mode() & 0o777
-}
-
-#[cfg(not(unix))]
-fn perm_of(_md: &std::fs::Metadata) -> u32 {
-    0o644
-}
-
 /// Inserts `extra` header lines at the end of METADATA's header block.
 fn add_headers(metadata: &str, extra: &[String]) -> String {
     let (head, body) = match metadata.find("\n\n") {
@@ -281,7 +191,7 @@ fn header(metadata: &str, key: &str) -> Option<String> {
 
 /// Splits `wheel` into `output/` (host wheel under the input's name, one
 /// device wheel per processor), all or nothing.
-pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, limits: UnpackLimits, progress: &Progress) -> Result<WheelReport, SplitError> {
+pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, opts: &WheelOptions, progress: &Progress) -> Result<WheelReport, SplitError> {
     let file_name = wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let wn =
         WheelName::parse(&file_name).ok_or_else(|| SplitError::Usage(format!("{file_name:?}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")))?;
@@ -294,7 +204,7 @@ pub fn split_wheel(wheel: &Path, output: &Path, base: &SplitConfig, limits: Unpa
     }
     let staging = Staging::begin(output, "split-wheel").map_err(|e| SplitError::io(output, e))?;
     let scratch = staging.path().join(".work");
-    let r = split_in(wheel, &wn, output, staging.path(), &scratch, base, limits, progress);
+    let r = split_in(wheel, &wn, output, staging.path(), &scratch, base, opts, progress);
     let _ = std::fs::remove_dir_all(&scratch);
     let r = r.map_err(|e| in_wheel_terms(e, &scratch.join("wheel"), wheel, staging.path(), output))?;
     staging.commit(false).map_err(|e| SplitError::io(output, e))?;
@@ -334,11 +244,11 @@ fn split_in(
     stage: &Path,
     scratch: &Path,
     base: &SplitConfig,
-    limits: UnpackLimits,
+    opts: &WheelOptions,
     progress: &Progress,
 ) -> Result<WheelReport, SplitError> {
     let ex = scratch.join("wheel");
-    let names = extract(wheel, &ex, limits)?;
+    let names = extract(wheel, &ex, opts.limits)?;
     let dist_info = names
         .iter()
         .filter_map(|n| n.split('/').next().filter(|d| d.ends_with(".dist-info")))
@@ -370,7 +280,8 @@ fn split_in(
         _ => String::new(),
     };
     let component = escape(&name).to_lowercase();
-    let cfg = SplitConfig { component: component.clone(), ..base.clone() };
+    let family = opts.layout == WheelLayout::Family;
+    let cfg = SplitConfig { component: component.clone(), family_bundles: family, ..base.clone() };
     let sp = scratch.join("split");
     let report = split(&ex.join(&overlay), &sp, &cfg, progress).map_err(|e| match e {
         SplitError::Occupied { rel, .. } => {
@@ -387,18 +298,10 @@ fn split_in(
     // artifact inside it, METADATA with the device extras.
     let devices: Vec<String> =
         report.artifacts.iter().filter_map(|a| a.name.strip_prefix(&format!("{component}_"))).filter(|s| *s != "generic").map(str::to_string).collect();
-    let dev_name = |p: &str| format!("{name}-device-{p}");
-    let mut extra = Vec::new();
-    for p in &devices {
-        extra.push(format!("Provides-Extra: device-{p}"));
-        extra.push(format!("Requires-Dist: {}=={version}; extra == \"device-{p}\"", dev_name(p)));
-    }
-    if !devices.is_empty() {
-        extra.push("Provides-Extra: device-all".into());
-        for p in &devices {
-            extra.push(format!("Requires-Dist: {}=={version}; extra == \"device-all\"", dev_name(p)));
-        }
-    }
+    let prefix = opts.device_prefix.clone().unwrap_or_else(|| format!("{name}-device"));
+    let groups = wheel_family::group(&devices);
+    let extra =
+        if family { wheel_family::host_headers(&version, &prefix, &groups, opts.bootstrap_dep) } else { processor_headers(&version, &prefix, &devices) };
     let mut host = Entries::default();
     let in_overlay = |n: &str| !overlay.is_empty() && n.starts_with(&format!("{overlay}/"));
     let meta_name = format!("{dist_info}/METADATA");
@@ -412,32 +315,30 @@ fn split_in(
     let meta_mode = std::fs::metadata(&meta_path).map(|m| perm_of(&m)).unwrap_or(0o644);
     host.0.push((meta_name.clone(), Source::Bytes(add_headers(&metadata, &extra).into_bytes(), meta_mode)));
     let host_name = wheel.file_name().unwrap_or_default();
-    let mut out = WheelReport { host: output.join(host_name), devices: Vec::new(), split: report.clone() };
+    let mut out = WheelReport { host: output.join(host_name), devices: Vec::new(), split: report.clone(), unlisted: Vec::new() };
 
     // Device wheels.
-    for p in &devices {
-        let dn = dev_name(p);
-        let esc = escape(&dn);
-        let di = format!("{esc}-{version}.dist-info");
-        let mut e = Entries::default();
-        e.add_tree(&sp.join(format!("{component}_{p}")), &overlay, &|rel| rel == ARTIFACT_MANIFEST);
-        let meta = format!(
-            "Metadata-Version: 2.1\nName: {dn}\nVersion: {version}\nSummary: {name}'s GPU code objects and database files for {p} (kpack archives)\nRequires-Dist: {name}=={version}\n"
-        );
-        e.0.push((format!("{di}/METADATA"), Source::Bytes(meta.into_bytes(), 0o644)));
-        let mut tags = String::new();
-        for plat in wn.platform.split('.') {
-            tags.push_str(&format!("Tag: py3-none-{plat}\n"));
+    let dev = DeviceCtx {
+        name: &name,
+        version: &version,
+        prefix: &prefix,
+        overlay: &overlay,
+        wn,
+        split_dir: &sp,
+        component: &component,
+        output,
+        stage,
+        requires: &opts.device_requires,
+    };
+    if family {
+        out.unlisted = groups.iter().filter(|g| g.level.is_none()).map(|g| g.key.clone()).collect();
+        for g in &groups {
+            out.devices.push(dev.family_wheel(g, &groups)?);
         }
-        let wheel_file = format!("Wheel-Version: 1.0\nGenerator: kpackfs {}\nRoot-Is-Purelib: false\n{tags}", env!("CARGO_PKG_VERSION"));
-        e.0.push((format!("{di}/WHEEL"), Source::Bytes(wheel_file.into_bytes(), 0o644)));
-        let name = format!("{esc}-{version}-py3-none-{}.whl", wn.platform);
-        let path = output.join(&name);
-        if path.exists() {
-            return Err(SplitError::Usage(format!("{}: already exists", path.display())));
+    } else {
+        for p in &devices {
+            out.devices.push(dev.processor_wheel(p)?);
         }
-        e.write(&stage.join(&name), &di)?;
-        out.devices.push(path);
     }
     host.write(&stage.join(host_name), dist_info)?;
     Ok(out)

@@ -132,11 +132,15 @@ impl Installed {
 
     /// The distribution that installed `binary` (an absolute path as found
     /// under the site directory) and the extra that would bring the code
-    /// for `device`: `device-<processor>`, else one named after a target
-    /// the device accepts or its generic family, else `device-all`.
+    /// for `device`: `device-<processor>`, else `device-<package owner>`,
+    /// else one named after a target the device accepts or its generic
+    /// family, else `device-all`.
     pub fn provider(&self, binary: &Path, device: &TargetId) -> Option<Provider> {
         let d = &self.dists[*self.files.get(&normalise(binary))?];
         let mut names = vec![device.processor.clone()];
+        // The family layout's extras name the package owner of a target
+        // that shares another's wheel (`gfx1250-strict` → `device-gfx1250`).
+        names.extend(crate::packaging::families::table().bundle_of(&device.processor).filter(|o| *o != device.processor));
         names.extend(compatible_targets(&device.to_string()));
         names.extend(generic_of(&device.processor).map(str::to_string));
         names.push("all".into());
@@ -169,7 +173,7 @@ mod tests {
         std::fs::create_dir_all(&info).unwrap();
         std::fs::write(
             info.join("METADATA"),
-            "Name: hiplib\nVersion: 1.2\nProvides-Extra: device-gfx1030\nRequires-Dist: hiplib-device-gfx1030==1.2; extra == \"device-gfx1030\"\nProvides-Extra: device-gfx90a\n",
+            "Name: hiplib\nVersion: 1.2\nProvides-Extra: device-gfx1030\nRequires-Dist: hiplib-device-gfx1030==1.2; extra == \"device-gfx1030\"\nProvides-Extra: device-gfx90a\nProvides-Extra: device-gfx1250\n",
         )
         .unwrap();
         std::fs::write(info.join("RECORD"), "hiplib/lib/libtwo.so,sha256=x,1\n\"hiplib/odd,name.so\",,\n").unwrap();
@@ -181,7 +185,9 @@ mod tests {
         let p = i.provider(&lib, &TargetId::parse("gfx90a:sramecc+:xnack-").unwrap()).unwrap();
         assert_eq!(p.advice(), "pip install 'hiplib[device-gfx90a]' brings it");
         let p = i.provider(&lib, &TargetId::parse("gfx1100").unwrap()).unwrap();
-        assert_eq!(p.advice(), "hiplib 1.2 offers no extra for this GPU (it offers: device-gfx1030, device-gfx90a)");
+        assert_eq!(p.advice(), "hiplib 1.2 offers no extra for this GPU (it offers: device-gfx1030, device-gfx90a, device-gfx1250)");
+        let p = i.provider(&lib, &TargetId::parse("gfx1250-strict").unwrap()).unwrap();
+        assert_eq!(p.advice(), "pip install 'hiplib[device-gfx1250]' brings it", "gfx1250-strict is packaged with gfx1250");
         assert!(i.provider(&t.path().join("hiplib/odd,name.so"), &TargetId::parse("gfx1030").unwrap()).is_some());
         assert!(i.provider(&t.path().join("other.so"), &TargetId::parse("gfx1030").unwrap()).is_none());
     }
