@@ -94,11 +94,14 @@ def main():
                 bb = med(f"f3.{c}.{it}.{b}.mbps")
                 tgt, met = "—", None
                 r = kk / bb if kk and bb else None
-                if it in ("transformed", "archive"):
-                    if c == "cold" and b == "plainfs":
-                        tgt, met = "≥ 0.90", ok(r is not None and r >= 0.90)
-                    if c == "warm" and b == "direct":
-                        tgt, met = "≥ 0.80", ok(r is not None and r >= 0.80)
+                # Issue 23's targets: a cold transformed library >= 0.9x
+                # plainfs; a cold archive against its own source ranges read
+                # with readahead (below); a warm archive >= 0.9x direct.
+                if it == "transformed" and c == "cold" and b == "plainfs":
+                    tgt, met = "≥ 0.90", ok(r is not None and r >= 0.90)
+                if it in ("transformed", "archive") and c == "warm" and b == "direct":
+                    t = 0.90 if it == "archive" else 0.80
+                    tgt, met = f"≥ {t:.2f}", ok(r is not None and r >= t)
                 elif b == "direct":
                     tgt, met = "≥ 0.90", ok(r is not None and r >= 0.90)
                 row("3", f"seq. read {label}, {c}", kk, "MB/s", b, bb, tgt, met)
@@ -113,7 +116,10 @@ def main():
                                 ("direct_ranges_ahead1", "same + fadvise(WILLNEED) of the next range")):
                     bb = med(f"f3.cold.archive.{key}.mbps")
                     if bb is not None:
-                        row("3", f"seq. read {label}, {c}", kk, "MB/s", bl, bb)
+                        tgt, met = "—", None
+                        if key == "direct_ranges_ahead1":
+                            tgt, met = "≥ 0.90", ok(kk is not None and kk / bb >= 0.90)
+                        row("3", f"seq. read {label}, {c}", kk, "MB/s", bl, bb, tgt, met)
 
     # 4. fio
     for mode in ("direct", "buffered"):
@@ -240,14 +246,16 @@ def main():
                      f"{one('f10.code_objects') or 0:.0f} objects", "", "", None, "identical",
                      ok(same == 1 and one("f10.not_ok") == 0)))
 
-    # 11. large tree walks (bench/tree.sh). The view hides the other
-    # architectures' files, so the targets compare with plainfs over a tree
-    # of exactly the entries the view shows (plainfs-same).
+    # 11. large tree walks (bench/tree.sh). The targets compare with plainfs
+    # over the same source (issue 23's baseline: the daemon's cost over a
+    # plain passthrough of what it serves). The view hides the other
+    # architectures' files, so plainfs over a tree of exactly the entries
+    # the view shows (plainfs-same) is shown too, as the stricter reference.
     nf, nd = one("f11.source.files"), one("f11.source.dirs")
     walks = (("readdir", "`find -type f` (readdir only)"), ("stat", "`find -type f -printf %s` (readdir + stat)"))
     for c in ("cold", "warm"):
         for kind, label in walks:
-            p = med(f"f11.{c}.{kind}.plainfs-same.secs")
+            p = med(f"f11.{c}.{kind}.plainfs.secs")
             for v, vl, tgt in (("kpackfs", "--cache-dir none", {"readdir": 1.2, "stat": 1.3}.get(kind)),
                                ("kpackfs-colddir", "empty cache dir", None),
                                ("kpackfs-warmdir", "warm cache dir after a remount", 1.1 if kind == "stat" else None)):
@@ -257,9 +265,9 @@ def main():
                 tgt = tgt if c == "cold" else None
                 met = ok(p is not None and kk / p <= tgt) if tgt else None
                 row("11", f"walk of a {nf or 0:.0f}-file / {nd or 0:.0f}-dir install tree, {label}, {vl}, page cache {c}",
-                    kk, "s", "plainfs over the entries the view shows", p, f"≤ {tgt:.2f}" if tgt else "—", met)
+                    kk, "s", "plainfs over the whole source", p, f"≤ {tgt:.2f}" if tgt else "—", met)
             kk = med(f"f11.{c}.{kind}.kpackfs.secs")
-            for b, bl in (("plainfs", "plainfs over the whole source"), ("direct", "direct (the whole source)")):
+            for b, bl in (("plainfs-same", "plainfs over the entries the view shows"), ("direct", "direct (the whole source)")):
                 bb = med(f"f11.{c}.{kind}.{b}.secs")
                 if kk is not None and bb is not None:
                     row("11", f"same walk, {label}, --cache-dir none, page cache {c}", kk, "s", bl, bb)
