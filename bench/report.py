@@ -272,6 +272,11 @@ def main():
                 if kk is not None and bb is not None:
                     row("11", f"same walk, {label}, --cache-dir none, page cache {c}", kk, "s", bl, bb)
 
+    fp, pr = med("f11.cold.first_pages.secs"), med("f11.cold.readdir.plainfs.secs")
+    if fp is not None:
+        row("11", "first page of every source file, 16 threads, page cache cold (bench/tools/first_pages.c: "
+            "the least an exact listing reads)", fp, "s", "plainfs, `find -type f` cold, whole source", pr)
+
     # ---- output
     def ratio_s(r, t="—"):
         # 3 decimals where a target decides, so rounding never hides why.
