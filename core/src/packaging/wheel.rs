@@ -331,7 +331,7 @@ fn split_in(
         requires: &opts.device_requires,
     };
     if family {
-        out.unlisted = groups.iter().filter(|g| g.level.is_none()).map(|g| g.key.clone()).collect();
+        out.unlisted = groups.iter().filter(|g| g.is_unlisted()).map(|g| g.key.clone()).collect();
         for g in &groups {
             out.devices.push(dev.family_wheel(g, &groups)?);
         }
