@@ -468,8 +468,8 @@ fn spv_extras() -> String {
 /// wrapper's blob ("would JIT") byte for byte as [`LOADS`] says; gfx1100
 /// and gfx90a still load their native objects. Both layouts; the newest
 /// loader (the Feb-2026 one stops at the component's device archive,
-/// docs/research/spirv.md §5.4). gfx1250 is left out: no target wheel,
-/// so no `device-gfx1250` extra (docs/packaging.md).
+/// docs/research/spirv.md §5.4). gfx1250 has no target wheel, hence no
+/// extra: the SPIR-V wheel installed by name serves it.
 #[test]
 fn split_wheel_brings_spirv_with_every_device_extra() {
     use kpackfs_tests::wheel::{bootstrap_stub, check_record, installed, listing, metadata, pip, text, write_wheel};
@@ -522,14 +522,16 @@ fn split_wheel_brings_spirv_with_every_device_extra() {
         assert!(!host.contains("device-amdgcnspirv\n"), "{layout}: SPIR-V has no extra of its own: {host}");
 
         // requirement → distributions (by hand) → devices (DEVICES index).
-        let cases: [(&str, &[&str], &[usize]); 4] = [
+        // The SPIR-V wheel alone serves gfx1250, which has no extra.
+        let cases: [(&str, &[&str], &[usize]); 5] = [
             ("spvlib[device-gfx1030]", &["amdgcnspirv", "gfx1030"], &[1]),
             ("spvlib[device-gfx1100]", &["amdgcnspirv", "gfx1100"], &[0]),
             ("spvlib[device-gfx90a]", &["amdgcnspirv", "gfx90a"], &[3, 4]),
             ("spvlib-device-gfx1030", &["amdgcnspirv", "gfx1030"], &[1]),
+            ("spvlib-device-amdgcnspirv", &["amdgcnspirv"], &[2]),
         ];
         for (i, (req, dists, devices)) in cases.iter().enumerate() {
-            if layout == "processor" && !req.contains('[') {
+            if layout == "processor" && *req == "spvlib-device-gfx1030" {
                 continue; // processor wheels require nothing but the host
             }
             let site = dir.path().join(format!("site-{layout}-{i}"));
