@@ -73,11 +73,8 @@ impl DeviceCtx<'_> {
         let di = format!("{esc}-{version}.dist-info");
         let mut e = Entries::default();
         e.add_tree(&self.artifact(p), self.overlay, &|rel| rel == ARTIFACT_MANIFEST);
-        let summary = if p == SPIRV_ARCH {
-            wheel_family::summary(name, p)
-        } else {
-            format!("{name}'s GPU code objects and database files for {p} (kpack archives)")
-        };
+        let summary =
+            if p == SPIRV_ARCH { wheel_family::summary(name, p) } else { format!("{name}'s GPU code objects and database files for {p} (kpack archives)") };
         let meta = format!("Metadata-Version: 2.1\nName: {dn}\nVersion: {version}\nSummary: {summary}\nRequires-Dist: {name}=={version}\n");
         e.0.push((format!("{di}/METADATA"), Source::Bytes(meta.into_bytes(), 0o644)));
         let mut tags = String::new();
