@@ -83,8 +83,9 @@ pub enum CommonCommand {
     Verify(VerifyArgs),
     /// Merge split shards built for different targets into package groups.
     Recombine(RecombineArgs),
-    /// Split a fat Python wheel into a host wheel and one device wheel per
-    /// GPU processor.
+    /// Split a fat Python wheel into a host wheel and device wheels per GPU
+    /// target and family (and one for portable SPIR-V code, which every
+    /// device extra requires).
     SplitWheel(SplitWheelArgs),
     /// Why does my GPU get no code? Resolve every kpack'd (or fat) binary
     /// under PREFIX for this machine's GPUs as the runtime does, and name

@@ -80,7 +80,7 @@ pub struct SplitWheelArgs {
     /// `processor` (one wheel per processor, no dependencies between them).
     #[arg(long, value_enum, default_value_t = WheelLayoutArg::Family)]
     pub layout: WheelLayoutArg,
-    /// Device wheels are named PREFIX-<target or family> [default: <name>-device].
+    /// Device wheels are named PREFIX-<target, family or amdgcnspirv> [default: <name>-device].
     #[arg(long, value_name = "PREFIX")]
     pub device_package_prefix: Option<String>,
     /// Family layout: do not make the host wheel require `rocm-bootstrap`
@@ -89,7 +89,7 @@ pub struct SplitWheelArgs {
     pub no_bootstrap_dep: bool,
     /// Family layout: one more `Requires-Dist` of every device wheel
     /// (repeatable); `@GFXARCH@` becomes the wheel's target, and a line
-    /// holding it is left out of family wheels. TheRock passes
+    /// holding it is left out of family and SPIR-V wheels. TheRock passes
     /// `rocm-sdk-device-@GFXARCH@ == <sdk version>`.
     #[arg(long, value_name = "REQUIREMENT")]
     pub device_requires_dist: Vec<String>,

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 pub use tempfile::TempDir;
 
+pub mod wheel;
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("repo root")
 }

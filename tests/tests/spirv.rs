@@ -431,3 +431,124 @@ fn views_decide_each_on_their_own() {
     }
     assert_none(bad);
 }
+
+/// The wheels split-wheel writes from a wheel of [`BINS`] plus the
+/// unchanged libmulti.so (native gfx1030, gfx906, gfx90a xnack±), by hand:
+/// the SPIR-V wheel is no target and has no extra of its own.
+const SPV_WHEELS: [&str; 7] = [
+    "spvlib-1.0-py3-none-linux_x86_64.whl",
+    "spvlib_device_amdgcnspirv-1.0-py3-none-linux_x86_64.whl",
+    "spvlib_device_gfx1030-1.0-py3-none-linux_x86_64.whl",
+    "spvlib_device_gfx1100-1.0-py3-none-linux_x86_64.whl",
+    "spvlib_device_gfx12_5-1.0-py3-none-linux_x86_64.whl",
+    "spvlib_device_gfx906-1.0-py3-none-linux_x86_64.whl",
+    "spvlib_device_gfx90a-1.0-py3-none-linux_x86_64.whl",
+];
+
+/// By hand (docs/packaging.md): the host METADATA lines split-wheel adds
+/// in the family layout — every `device-<target>` extra and `device-all`
+/// require `spvlib-device-amdgcnspirv`.
+fn spv_extras() -> String {
+    let q = |d: &str, e: &str| format!("Requires-Dist: spvlib-device-{d} == 1.0; extra == \"{e}\"\n");
+    let mut s = String::from("Requires-Dist: rocm-bootstrap\n");
+    for t in ["gfx1030", "gfx1100", "gfx906", "gfx90a"] {
+        let e = format!("device-{t}");
+        s += &format!("Provides-Extra: {e}\n{}{}", q(t, &e), q("amdgcnspirv", &e));
+    }
+    s += "Provides-Extra: device-all\n";
+    for d in ["amdgcnspirv", "gfx1030", "gfx1100", "gfx12-5", "gfx906", "gfx90a"] {
+        s += &q(d, "device-all");
+    }
+    s
+}
+
+/// split-wheel with SPIR-V (docs/packaging.md): `pip install
+/// 'spvlib[device-gfx1030]'` — gfx1030 has native code in libmulti only —
+/// installs the SPIR-V wheel, and the test runtime loads each SPIR-V-only
+/// wrapper's blob ("would JIT") byte for byte as [`LOADS`] says; gfx1100
+/// and gfx90a still load their native objects. Both layouts; the newest
+/// loader (the Feb-2026 one stops at the component's device archive,
+/// docs/research/spirv.md §5.4). gfx1250 has no target wheel, hence no
+/// extra: the SPIR-V wheel installed by name serves it.
+#[test]
+fn split_wheel_brings_spirv_with_every_device_extra() {
+    use kpackfs_tests::wheel::{bootstrap_stub, check_record, installed, listing, metadata, pip, text, write_wheel};
+    let dir = tempdir();
+    let fat = dir.path().join("fat");
+    fat_tree(&fat);
+    fs::copy(assets().join("bin/libmulti.so"), fat.join("lib/libmulti.so")).unwrap();
+    let mut files: Vec<(String, std::path::PathBuf)> = vec![];
+    for e in fs::read_dir(fat.join("lib")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        files.push((format!("spvlib/lib/{name}"), fat.join("lib").join(&name)));
+    }
+    files.sort();
+    let list: Vec<(&str, &Path, u32)> = files.iter().map(|(n, p)| (n.as_str(), p.as_path(), 0o755)).collect();
+    let wheel = dir.path().join(SPV_WHEELS[0]);
+    write_wheel(&wheel, "spvlib", "1.0", "py3-none-linux_x86_64", &list);
+    let links = dir.path().join("links");
+    fs::create_dir(&links).unwrap();
+    bootstrap_stub(&links);
+
+    let work = tempdir();
+    let mut bad = Vec::new();
+    for layout in ["family", "processor"] {
+        let out = dir.path().join(layout);
+        let o = kp(&["split-wheel".as_ref(), wheel.as_os_str(), out.as_os_str(), "-q".as_ref(), "--layout".as_ref(), layout.as_ref()]);
+        assert!(o.status.success(), "{layout}: {}", text(&o));
+        assert!(!text(&o).contains("not in the family table"), "{layout}: amdgcnspirv warned about: {}", text(&o));
+        let want: Vec<&str> = SPV_WHEELS.iter().copied().filter(|w| layout == "family" || !w.contains("gfx12_5")).collect();
+        let want: Vec<String> = if layout == "family" {
+            want.iter().map(|s| s.to_string()).collect()
+        } else {
+            // One wheel per processor: the generic target's is its own.
+            let mut v: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+            v.push("spvlib_device_gfx12_5_generic-1.0-py3-none-linux_x86_64.whl".into());
+            v.sort();
+            v
+        };
+        assert_eq!(listing(&out), want, "{layout}");
+        for w in &want {
+            check_record(&out.join(w));
+        }
+        let spv = out.join(SPV_WHEELS[1]);
+        let m = metadata(&spv, "spvlib_device_amdgcnspirv-1.0.dist-info");
+        assert!(m.contains("Name: spvlib-device-amdgcnspirv\n") && m.contains("Requires-Dist: spvlib"), "{m}");
+        let host = metadata(&out.join(SPV_WHEELS[0]), "spvlib-1.0.dist-info");
+        let want_host = format!("Metadata-Version: 2.1\nName: spvlib\nVersion: 1.0\n{}", spv_extras());
+        if layout == "family" && host != want_host {
+            bad.push(format!("family: host METADATA\n{host}want\n{want_host}"));
+        }
+        assert!(!host.contains("device-amdgcnspirv\n"), "{layout}: SPIR-V has no extra of its own: {host}");
+
+        // requirement → distributions (by hand) → devices (DEVICES index).
+        // The SPIR-V wheel alone serves gfx1250, which has no extra.
+        let cases: [(&str, &[&str], &[usize]); 5] = [
+            ("spvlib[device-gfx1030]", &["amdgcnspirv", "gfx1030"], &[1]),
+            ("spvlib[device-gfx1100]", &["amdgcnspirv", "gfx1100"], &[0]),
+            ("spvlib[device-gfx90a]", &["amdgcnspirv", "gfx90a"], &[3, 4]),
+            ("spvlib-device-gfx1030", &["amdgcnspirv", "gfx1030"], &[1]),
+            ("spvlib-device-amdgcnspirv", &["amdgcnspirv"], &[2]),
+        ];
+        for (i, (req, dists, devices)) in cases.iter().enumerate() {
+            if layout == "processor" && *req == "spvlib-device-gfx1030" {
+                continue; // processor wheels require nothing but the host
+            }
+            let site = dir.path().join(format!("site-{layout}-{i}"));
+            pip(&site, &["--find-links".as_ref(), out.as_os_str(), "--find-links".as_ref(), links.as_os_str(), req.as_ref()]);
+            let mut want: Vec<String> = vec!["spvlib-1.0".into()];
+            if layout == "family" {
+                want.push("rocm_bootstrap-0.0.0".into());
+            }
+            want.extend(dists.iter().map(|d| format!("spvlib_device_{d}-1.0")));
+            want.sort();
+            if installed(&site) != want {
+                bad.push(format!("{layout}: pip install '{req}' installed {:?}, want {want:?}", installed(&site)));
+            }
+            for &d in *devices {
+                bad.extend(check_loads(&format!("{layout} {req}"), &site.join("spvlib"), "HIPK", d, "newest", work.path()));
+            }
+        }
+    }
+    assert_none(bad);
+}

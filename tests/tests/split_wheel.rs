@@ -12,22 +12,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use kpackfs_tests::wheel::*;
 use kpackfs_tests::*;
 
 const WHEEL: &str = "hiplib-1.2-py3-none-linux_x86_64.whl";
 
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
 fn kp(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(kpackfs()).args(args).output().expect("kpackfs")
-}
-
-fn python(script: &str, args: &[&Path]) -> Output {
-    let o = Command::new("python3").arg("-c").arg(script).args(args).output().expect("python3 (apt-get install python3)");
-    assert!(o.status.success(), "python3: {}", text(&o));
-    o
 }
 
 /// libmulti.so (one wrapper) with its bundle replaced by one holding
@@ -92,68 +83,6 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
 "#;
     python(script, &[&p, &assets().join("bin"), Path::new(extra.unwrap_or("-")), &hand]);
     p
-}
-
-/// Every RECORD line's hash and size match the entry's bytes.
-fn check_record(wheel: &Path) {
-    let script = r#"
-import base64, hashlib, sys, zipfile
-z = zipfile.ZipFile(sys.argv[1])
-rec = [n for n in z.namelist() if n.endswith(".dist-info/RECORD")]
-assert len(rec) == 1, rec
-lines = [l for l in z.read(rec[0]).decode().splitlines() if l]
-names = set(z.namelist())
-listed = set()
-for l in lines:
-    n, h, s = l.rsplit(",", 2)
-    listed.add(n)
-    if n == rec[0]:
-        assert h == "" and s == "", l
-        continue
-    d = z.read(n)
-    assert h == "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode(), l
-    assert int(s) == len(d), l
-assert listed == names, (listed ^ names)
-"#;
-    python(script, &[wheel]);
-}
-
-fn pip(target: &Path, args: &[&std::ffi::OsStr]) {
-    let o = Command::new("python3")
-        .args(["-m", "pip", "install", "-q", "--no-index", "--disable-pip-version-check", "--break-system-packages", "--target"])
-        .arg(target)
-        .args(args)
-        .output()
-        .expect("python3 -m pip (apt-get install python3-pip)");
-    assert!(o.status.success(), "pip install: {}", text(&o));
-}
-
-fn pip_install(target: &Path, wheels: &[&Path]) {
-    let mut args: Vec<&std::ffi::OsStr> = vec!["--no-deps".as_ref()];
-    args.extend(wheels.iter().map(|w| w.as_os_str()));
-    pip(target, &args);
-}
-
-/// A stand-in for rocm-bootstrap (which the host wheel requires, as
-/// upstream's do): an empty distribution, so pip resolves offline.
-fn bootstrap_stub(dir: &Path) {
-    let script = r#"
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1] + "/rocm_bootstrap-0.0.0-py3-none-any.whl", "w") as z:
-    di = "rocm_bootstrap-0.0.0.dist-info"
-    z.writestr(di + "/METADATA", "Metadata-Version: 2.1\nName: rocm-bootstrap\nVersion: 0.0.0\n")
-    z.writestr(di + "/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-    z.writestr(di + "/RECORD", f"{di}/METADATA,,\n{di}/WHEEL,,\n{di}/RECORD,,\n")
-"#;
-    python(script, &[dir]);
-}
-
-/// The distributions pip installed into `site`, sorted.
-fn installed(site: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        fs::read_dir(site).unwrap().filter_map(|e| e.unwrap().file_name().into_string().ok()?.strip_suffix(".dist-info").map(str::to_string)).collect();
-    v.sort();
-    v
 }
 
 const LIBS: [&str; 4] = ["libmulti.so", "libtwo.so", "librelr.so", "libgfx11.so"];
@@ -231,21 +160,6 @@ fn check_loads(site: &Path, device: &str, alone: bool, work: &Path) -> Vec<Strin
         }
     }
     bad
-}
-
-/// The wheel file names of `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    names.sort();
-    names
-}
-
-fn metadata(wheel: &Path, dist_info: &str) -> String {
-    let o = python(
-        "import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]).decode(), end='')",
-        &[wheel, Path::new(&format!("{dist_info}/METADATA"))],
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// The family layout (default): one wheel per target plus the gfx11

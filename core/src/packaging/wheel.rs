@@ -12,6 +12,9 @@
 //! processor), `device-<target>`, requiring `<name>-device-<target>` of the
 //! same version (and, in the family layout, its family wheels), and
 //! `device-all`; device wheels require the host wheel of their version.
+//! The portable SPIR-V artifact becomes `<prefix>-amdgcnspirv`, which has
+//! no extra of its own: every device extra requires it, since the runtime
+//! JIT-compiles it on any GPU without a native object.
 //! A host wheel installed alone fails at load time with
 //! "archive not found" — never wrong code — and `kpackfs verify` names the
 //! missing archive (the host wheel's pack manifest lists them all).
@@ -112,7 +115,7 @@ pub struct WheelReport {
     pub devices: Vec<PathBuf>,
     pub split: SplitReport,
     /// Family layout: targets the family table does not list, each
-    /// packaged as a target wheel with no parents.
+    /// packaged as a target wheel with no parents (never `amdgcnspirv`).
     pub unlisted: Vec<String>,
 }
 
@@ -331,7 +334,7 @@ fn split_in(
         requires: &opts.device_requires,
     };
     if family {
-        out.unlisted = groups.iter().filter(|g| g.level.is_none()).map(|g| g.key.clone()).collect();
+        out.unlisted = groups.iter().filter(|g| g.is_unlisted()).map(|g| g.key.clone()).collect();
         for g in &groups {
             out.devices.push(dev.family_wheel(g, &groups)?);
         }

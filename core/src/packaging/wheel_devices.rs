@@ -9,13 +9,21 @@ use std::path::{Path, PathBuf};
 use super::manifest::ARTIFACT_MANIFEST;
 use super::wheel_zip::{escape, Entries, Source, WheelName};
 use super::{wheel_family, SplitError};
+use crate::formats::target::SPIRV_ARCH;
 
-/// The host METADATA lines of the processor layout: one extra per processor.
+/// The host METADATA lines of the processor layout: one extra per
+/// processor, each also requiring the portable SPIR-V wheel when the split
+/// writes one (it serves every GPU; it has no extra of its own), and
+/// `device-all` requiring every device wheel.
 pub(super) fn processor_headers(version: &str, prefix: &str, devices: &[String]) -> Vec<String> {
+    let spirv = devices.iter().any(|p| p == SPIRV_ARCH);
     let mut extra = Vec::new();
-    for p in devices {
+    for p in devices.iter().filter(|p| *p != SPIRV_ARCH) {
         extra.push(format!("Provides-Extra: device-{p}"));
         extra.push(format!("Requires-Dist: {prefix}-{p}=={version}; extra == \"device-{p}\""));
+        if spirv {
+            extra.push(format!("Requires-Dist: {prefix}-{SPIRV_ARCH}=={version}; extra == \"device-{p}\""));
+        }
     }
     if !devices.is_empty() {
         extra.push("Provides-Extra: device-all".into());
@@ -65,9 +73,9 @@ impl DeviceCtx<'_> {
         let di = format!("{esc}-{version}.dist-info");
         let mut e = Entries::default();
         e.add_tree(&self.artifact(p), self.overlay, &|rel| rel == ARTIFACT_MANIFEST);
-        let meta = format!(
-            "Metadata-Version: 2.1\nName: {dn}\nVersion: {version}\nSummary: {name}'s GPU code objects and database files for {p} (kpack archives)\nRequires-Dist: {name}=={version}\n"
-        );
+        let summary =
+            if p == SPIRV_ARCH { wheel_family::summary(name, p) } else { format!("{name}'s GPU code objects and database files for {p} (kpack archives)") };
+        let meta = format!("Metadata-Version: 2.1\nName: {dn}\nVersion: {version}\nSummary: {summary}\nRequires-Dist: {name}=={version}\n");
         e.0.push((format!("{di}/METADATA"), Source::Bytes(meta.into_bytes(), 0o644)));
         let mut tags = String::new();
         for plat in self.wn.platform.split('.') {
@@ -193,5 +201,33 @@ mod tests {
         let ctx = DeviceCtx { stage: &stage2, ..ctx };
         let err = ctx.family_wheel(&groups[0], &groups).unwrap_err().to_string();
         assert!(err.contains("pkg/db/shared.dat: gfx1250 and gfx1250-strict hold different files"), "{err}");
+    }
+
+    /// The processor layout's extras with a SPIR-V artifact (by hand): no
+    /// `device-amdgcnspirv`; every processor's extra and `device-all`
+    /// require the SPIR-V wheel. Without one, the lines are as before.
+    #[test]
+    fn processor_extras_require_the_spirv_wheel() {
+        let d = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            processor_headers("1", "x-device", &d(&["amdgcnspirv", "gfx90a"])),
+            [
+                "Provides-Extra: device-gfx90a",
+                "Requires-Dist: x-device-gfx90a==1; extra == \"device-gfx90a\"",
+                "Requires-Dist: x-device-amdgcnspirv==1; extra == \"device-gfx90a\"",
+                "Provides-Extra: device-all",
+                "Requires-Dist: x-device-amdgcnspirv==1; extra == \"device-all\"",
+                "Requires-Dist: x-device-gfx90a==1; extra == \"device-all\"",
+            ]
+        );
+        assert_eq!(
+            processor_headers("1", "x-device", &d(&["gfx90a"])),
+            [
+                "Provides-Extra: device-gfx90a",
+                "Requires-Dist: x-device-gfx90a==1; extra == \"device-gfx90a\"",
+                "Provides-Extra: device-all",
+                "Requires-Dist: x-device-gfx90a==1; extra == \"device-all\"",
+            ]
+        );
     }
 }

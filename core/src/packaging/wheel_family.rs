@@ -15,11 +15,19 @@
 //!
 //! Targets the table does not list (gfx940, future ones) get a target
 //! wheel of their own with no parents; the caller warns about them.
+//!
+//! The portable SPIR-V artifact (`amdgcnspirv`) is no target and in no
+//! family: it gets a wheel of its own, `<prefix>-amdgcnspirv`, which every
+//! target wheel and every `device-<target>` extra requires (and
+//! `device-all`), because the runtime JIT-compiles it on any GPU a library
+//! has no native object for (docs/packaging.md). rocm-bootstrap 0.3.0 has
+//! no bundle key for it, so this is kpackfs's own extension.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::families::{self, Level};
 use super::wheel_zip::WheelName;
+use crate::formats::target::SPIRV_ARCH;
 
 /// One device wheel to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,8 +41,20 @@ pub struct DeviceWheel {
 }
 
 impl DeviceWheel {
+    /// A target-level wheel: one with an extra of its own and parents.
     fn is_target(&self) -> bool {
-        matches!(self.level, Some(Level::Target) | None)
+        matches!(self.level, Some(Level::Target) | None) && !self.is_spirv()
+    }
+
+    /// The portable SPIR-V wheel, which serves every target.
+    pub fn is_spirv(&self) -> bool {
+        self.key == SPIRV_ARCH
+    }
+
+    /// A target the family table does not list (warned about); the SPIR-V
+    /// wheel is expected outside the table and is not one.
+    pub fn is_unlisted(&self) -> bool {
+        self.level.is_none() && !self.is_spirv()
     }
 }
 
@@ -50,10 +70,15 @@ pub fn group(artifacts: &[String]) -> Vec<DeviceWheel> {
     by_key.into_iter().map(|(key, artifacts)| DeviceWheel { level: t.level(&key), key, artifacts }).collect()
 }
 
-/// The device wheel names a split with these wheels writes for `key`'s
-/// parents (sub-family, then family), those it writes only.
+/// The keys of the wheels a target `key`'s wheel and extra require
+/// besides its own, those this split writes only: its parents (sub-family,
+/// then family), then the SPIR-V wheel.
 fn parents_written(key: &str, wheels: &[DeviceWheel]) -> Vec<String> {
-    families::table().parents(key).into_iter().filter(|p| wheels.iter().any(|w| w.key == *p)).collect()
+    let mut v: Vec<String> = families::table().parents(key).into_iter().filter(|p| wheels.iter().any(|w| w.key == *p)).collect();
+    if wheels.iter().any(DeviceWheel::is_spirv) {
+        v.push(SPIRV_ARCH.to_string());
+    }
+    v
 }
 
 /// Distribution name of the wheel for `key`.
@@ -64,16 +89,26 @@ pub fn dist_name(prefix: &str, key: &str) -> String {
 /// The marker `--device-requires-dist` lines carry for the wheel's key.
 pub const GFXARCH: &str = "@GFXARCH@";
 
+/// The Summary of device wheel `key` of `host`.
+pub fn summary(host: &str, key: &str) -> String {
+    if key == SPIRV_ARCH {
+        format!("{host}'s portable SPIR-V code objects (amdgcnspirv), JIT-compiled for any GPU without a native object (kpack archives)")
+    } else {
+        format!("{host}'s GPU code objects and database files for {} (kpack archives)", families::table().display(key))
+    }
+}
+
 /// METADATA of device wheel `w`. `requires` are extra `Requires-Dist`
 /// values (upstream's `--device-requires-dist`, e.g. the SDK's device
 /// package `rocm-sdk-device-@GFXARCH@ == 7.1`): `@GFXARCH@` becomes the
-/// wheel's key, and a line holding it is left out of sub-family and family
-/// wheels, as upstream does (there is no such SDK package per family).
+/// wheel's key, and a line holding it is left out of sub-family, family
+/// and SPIR-V wheels, as upstream does for families (there is no such SDK
+/// package per family, nor for `amdgcnspirv`).
 pub fn device_metadata(host: &str, version: &str, prefix: &str, w: &DeviceWheel, wheels: &[DeviceWheel], requires: &[String]) -> String {
     let mut m = format!(
-        "Metadata-Version: 2.4\nName: {}\nVersion: {version}\nSummary: {host}'s GPU code objects and database files for {} (kpack archives)\nRequires-Dist: {host} == {version}\n",
+        "Metadata-Version: 2.4\nName: {}\nVersion: {version}\nSummary: {}\nRequires-Dist: {host} == {version}\n",
         dist_name(prefix, &w.key),
-        families::table().display(&w.key),
+        summary(host, &w.key),
     );
     for r in requires {
         if r.contains(GFXARCH) && !w.is_target() {
@@ -203,5 +238,48 @@ mod tests {
         assert!(h.contains(&"Provides-Extra: device-gfx940".to_string()) && !h.iter().any(|l| l == "Provides-Extra: device-gfx12_0"));
         let wn = WheelName::parse("a-1-py2.py3-none-linux_x86_64.whl").unwrap();
         assert_eq!(tag_lines(&wn), "Tag: py2-none-linux_x86_64\nTag: py3-none-linux_x86_64\n");
+    }
+
+    /// The SPIR-V wheel (docs/packaging.md, METADATA lines by hand): no
+    /// extra of its own, not unlisted, no parents and no `@GFXARCH@` line;
+    /// every target wheel and `device-<target>` extra requires it after
+    /// its parents, and `device-all` requires it.
+    #[test]
+    fn spirv_wheel_is_required_by_every_target() {
+        let w = group(&names(&["amdgcnspirv", "gfx1100", "gfx11", "gfx1030"]));
+        let keys: Vec<(&str, bool, bool)> = w.iter().map(|w| (w.key.as_str(), w.is_spirv(), w.is_unlisted())).collect();
+        assert_eq!(keys, [("amdgcnspirv", true, false), ("gfx1030", false, false), ("gfx11", false, false), ("gfx1100", false, false)]);
+        let p = "lib-device";
+        let sdk = ["rocm-sdk-device-@GFXARCH@ == 7.1".to_string()];
+        assert_eq!(
+            device_metadata("lib", "1", p, &w[0], &w, &sdk),
+            "Metadata-Version: 2.4\nName: lib-device-amdgcnspirv\nVersion: 1\n\
+             Summary: lib's portable SPIR-V code objects (amdgcnspirv), JIT-compiled for any GPU without a native object (kpack archives)\n\
+             Requires-Dist: lib == 1\n"
+        );
+        assert!(
+            device_metadata("lib", "1", p, &w[3], &w, &sdk).ends_with(
+                "Requires-Dist: lib == 1\nRequires-Dist: rocm-sdk-device-gfx1100 == 7.1\nRequires-Dist: lib-device-gfx11 == 1\nRequires-Dist: lib-device-amdgcnspirv == 1\n"
+            ),
+            "a target wheel brings the SPIR-V wheel"
+        );
+        assert!(device_metadata("lib", "1", p, &w[2], &w, &[]).ends_with("Requires-Dist: lib == 1\n"), "a family wheel does not");
+        assert_eq!(
+            host_headers("1", p, &w, false),
+            [
+                "Provides-Extra: device-gfx1030",
+                "Requires-Dist: lib-device-gfx1030 == 1; extra == \"device-gfx1030\"",
+                "Requires-Dist: lib-device-amdgcnspirv == 1; extra == \"device-gfx1030\"",
+                "Provides-Extra: device-gfx1100",
+                "Requires-Dist: lib-device-gfx1100 == 1; extra == \"device-gfx1100\"",
+                "Requires-Dist: lib-device-gfx11 == 1; extra == \"device-gfx1100\"",
+                "Requires-Dist: lib-device-amdgcnspirv == 1; extra == \"device-gfx1100\"",
+                "Provides-Extra: device-all",
+                "Requires-Dist: lib-device-amdgcnspirv == 1; extra == \"device-all\"",
+                "Requires-Dist: lib-device-gfx1030 == 1; extra == \"device-all\"",
+                "Requires-Dist: lib-device-gfx11 == 1; extra == \"device-all\"",
+                "Requires-Dist: lib-device-gfx1100 == 1; extra == \"device-all\"",
+            ]
+        );
     }
 }
