@@ -1,0 +1,108 @@
+//! PE header checks at their boundaries, judged by a table written by hand
+//! from the PE/COFF rules (docs/host-binaries.md): the smallest file that
+//! can hold a DOS header, NT headers that end exactly at the end of the
+//! file or one byte past it, each alignment rule alone, and the section
+//! names errors carry. The input is test_assets/bin/hip_one.dll (hipcc's
+//! PE build, test_assets/build_pe.sh) with single fields patched.
+
+mod common;
+
+use common::{assets, read};
+use kpackfs_core::formats::pe::{PeError, PeFile};
+
+fn dll() -> Vec<u8> {
+    read(assets().join("bin/hip_one.dll"))
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+
+fn put_u32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Offset of the optional header (NT signature 4 + file header 20).
+fn opt(b: &[u8]) -> usize {
+    u32_at(b, 0x3c) as usize + 24
+}
+
+/// The error `parse` gives, as "variant: message" for comparison.
+fn error_of(b: &[u8]) -> String {
+    match PeFile::parse(&b.to_vec()) {
+        Ok(_) => "ok".into(),
+        Err(PeError::NotPe) => "NotPe".into(),
+        Err(PeError::Corrupt(m)) => format!("Corrupt: {m}"),
+        Err(PeError::Io(e)) => format!("Io: {e}"),
+        Err(e) => format!("other: {e}"),
+    }
+}
+
+#[test]
+fn the_asset_is_what_the_table_assumes() {
+    let b = dll();
+    let o = opt(&b);
+    // hipcc's PE32+ layout: 0x78 NT offset, section/file alignment 0x1000/0x200.
+    assert_eq!((u32_at(&b, 0x3c), u32_at(&b, o + 32), u32_at(&b, o + 36), u32_at(&b, o + 60)), (0x78, 0x1000, 0x200, 0x400));
+    assert_eq!(error_of(&b), "ok");
+}
+
+#[test]
+fn dos_header_and_nt_headers_at_the_end_of_the_file() {
+    let mut mz = vec![0u8; 64];
+    mz[..2].copy_from_slice(b"MZ");
+    // 63 bytes hold no DOS header; 64 do, and then the NT headers
+    // (e_lfanew 0; signature, file header and the optional header's fixed
+    // 112 bytes: 136) run past the end.
+    assert_eq!(error_of(&mz[..63]), "NotPe");
+    assert_eq!(error_of(&mz[..10]), "NotPe");
+    assert_eq!(error_of(&mz), "Corrupt: NT headers past end of file");
+    // NT headers (136 bytes at 0x78) ending exactly at the end pass that
+    // check and fail the next (SizeOfHeaders 0x400); one byte short fails it.
+    let b = dll();
+    let end = 0x78 + 136;
+    assert!(error_of(&b[..end]).starts_with("Corrupt: SizeOfHeaders 0x400 past end of file"), "{}", error_of(&b[..end]));
+    assert_eq!(error_of(&b[..end - 1]), "Corrupt: NT headers past end of file");
+}
+
+#[test]
+fn each_alignment_rule_alone() {
+    // (section alignment, file alignment, accepted): powers of two, file
+    // alignment at least 0x200, section alignment at least the file's.
+    let table = [
+        (0x1000, 0x200, true),
+        (0x200, 0x200, true),
+        (0x2000, 0x400, true),
+        (0x1000, 0x300, false),
+        (0x1800, 0x200, false),
+        (0x1000, 0x100, false),
+        (0x100, 0x100, false),
+        (0x200, 0x400, false),
+        (0x1000, 0, false),
+    ];
+    for (section, file, accepted) in table {
+        let mut b = dll();
+        let o = opt(&b);
+        put_u32(&mut b, o + 32, section);
+        put_u32(&mut b, o + 36, file);
+        let e = error_of(&b);
+        if accepted {
+            assert_eq!(e, "ok", "section {section:#x} file {file:#x}");
+        } else {
+            assert_eq!(e, format!("Corrupt: alignments file {file:#x} / section {section:#x}"), "section {section:#x} file {file:#x}");
+        }
+    }
+}
+
+#[test]
+fn section_errors_name_the_section() {
+    // .reloc's raw data (0x6e00 + 0x200) cut short.
+    let b = dll();
+    assert_eq!(error_of(&b[..0x6f00]), "Corrupt: section .reloc raw data past end of file");
+    // .hip_fat (a full 8-byte name, no NUL) moved into the headers.
+    let mut b = dll();
+    let st = opt(&b) + u16::from_le_bytes([b[0x78 + 20], b[0x78 + 21]]) as usize;
+    let i = (0..6).find(|i| &b[st + 40 * i..st + 40 * i + 8] == b".hip_fat").expect(".hip_fat section");
+    put_u32(&mut b, st + 40 * i + 20, 0x200);
+    assert_eq!(error_of(&b), "Corrupt: section .hip_fat raw data inside the headers");
+}
