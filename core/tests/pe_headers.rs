@@ -63,6 +63,10 @@ fn dos_header_and_nt_headers_at_the_end_of_the_file() {
     let end = 0x78 + 136;
     assert!(error_of(&b[..end]).starts_with("Corrupt: SizeOfHeaders 0x400 past end of file"), "{}", error_of(&b[..end]));
     assert_eq!(error_of(&b[..end - 1]), "Corrupt: NT headers past end of file");
+    // Headers (SizeOfHeaders 0x400) ending exactly at the end are read;
+    // the first section's raw data is then what is missing.
+    assert_eq!(error_of(&b[..0x400]), "Corrupt: section .text raw data past end of file");
+    assert_eq!(error_of(&b[..0x3ff]), "Corrupt: SizeOfHeaders 0x400 past end of file");
 }
 
 #[test]
