@@ -110,3 +110,40 @@ fn section_errors_name_the_section() {
     put_u32(&mut b, st + 40 * i + 20, 0x200);
     assert_eq!(error_of(&b), "Corrupt: section .hip_fat raw data inside the headers");
 }
+
+/// Offset of the section table: the optional header plus its declared size.
+fn section_table(b: &[u8]) -> usize {
+    opt(b) + u16::from_le_bytes([b[0x78 + 20], b[0x78 + 21]]) as usize
+}
+
+#[test]
+fn the_section_table_must_lie_within_the_headers() {
+    let b = dll();
+    let end = section_table(&b) + 6 * 40;
+    // SizeOfHeaders (optional header + 60) cut to the table's end: read;
+    // one byte less: the table is outside the headers.
+    let mut at = b.clone();
+    put_u32(&mut at, opt(&b) + 60, end as u32);
+    assert_eq!(error_of(&at), "ok");
+    put_u32(&mut at, opt(&b) + 60, end as u32 - 1);
+    assert_eq!(error_of(&at), "Corrupt: section table outside the headers");
+}
+
+#[test]
+fn data_directories_stop_where_the_section_table_starts() {
+    // An optional header declaring room for 10 data directories while
+    // NumberOfRvaAndSizes says 16: the section table moves up to follow
+    // the tenth, and only ten directories are read (the rest of the
+    // claimed 16 would be section-header bytes).
+    let b = dll();
+    let o = opt(&b);
+    assert_eq!(u32_at(&b, o + 108), 16, "NumberOfRvaAndSizes");
+    let full = PeFile::parse(&b.clone()).unwrap().dirs;
+    assert_eq!(full.len(), 16);
+    let mut short = b.clone();
+    let (from, to) = (section_table(&b), o + 112 + 10 * 8);
+    short.copy_within(from..from + 6 * 40, to);
+    short[0x78 + 20..0x78 + 22].copy_from_slice(&((112 + 10 * 8) as u16).to_le_bytes());
+    let pe = PeFile::parse(&short).unwrap();
+    assert_eq!(pe.dirs, full[..10]);
+}
