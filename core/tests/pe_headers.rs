@@ -147,3 +147,52 @@ fn data_directories_stop_where_the_section_table_starts() {
     let pe = PeFile::parse(&short).unwrap();
     assert_eq!(pe.dirs, full[..10]);
 }
+
+/// Section `i`'s header offset in hip_one.dll.
+fn section_header(b: &[u8], i: usize) -> usize {
+    section_table(b) + 40 * i
+}
+
+#[test]
+fn rva_to_offset_by_hand() {
+    // hip_one.dll's sections (VA, virtual size, raw pointer, raw size):
+    // .text 0x1000 0x88 0x400 0x200, .rdata 0x2000 0xff 0x600 0x200,
+    // .data 0x3000 0x8 (no raw data), .hipFatB 0x4000 0x18 0x800 0x200,
+    // .hip_fat 0x5000 0x62a1 0xa00 0x6400, .reloc 0xc000 0x18 0x6e00 0x200.
+    // An RVA maps into the first section whose virtual range holds it and
+    // whose raw data covers it.
+    let table: [(u64, Option<u64>); 16] = [
+        (0x0fff, None),
+        (0x1000, Some(0x400)),
+        (0x1087, Some(0x487)),
+        (0x1088, None), // past the virtual size, though raw data is there
+        (0x2000, Some(0x600)),
+        (0x20fe, Some(0x6fe)),
+        (0x20ff, None),
+        (0x3000, None), // .data: no raw data
+        (0x3007, None),
+        (0x4017, Some(0x817)),
+        (0x5000, Some(0xa00)),
+        (0xb2a0, Some(0x6ca0)),
+        (0xb2a1, None),
+        (0xc000, Some(0x6e00)),
+        (0xc018, None),
+        (0xffff_ffff, None),
+    ];
+    let pe = PeFile::parse(&dll()).unwrap();
+    for (rva, off) in table {
+        assert_eq!(pe.rva_to_off(rva), off, "rva {rva:#x}");
+    }
+}
+
+#[test]
+fn an_empty_section_still_occupies_its_address() {
+    // .data given virtual size 0 at .text's address: it counts as one byte
+    // there, so the two overlap.
+    let mut b = dll();
+    let d = section_header(&b, 2);
+    assert_eq!(&b[d..d + 5], b".data");
+    put_u32(&mut b, d + 8, 0);
+    put_u32(&mut b, d + 12, 0x1000);
+    assert_eq!(error_of(&b), "Corrupt: overlapping sections");
+}
