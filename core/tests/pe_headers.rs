@@ -196,3 +196,37 @@ fn an_empty_section_still_occupies_its_address() {
     put_u32(&mut b, d + 12, 0x1000);
     assert_eq!(error_of(&b), "Corrupt: overlapping sections");
 }
+
+#[test]
+fn raw_data_shorter_than_the_virtual_size() {
+    // .text given virtual size 0x300 over its 0x200 bytes of raw data:
+    // RVAs past the raw data map nowhere.
+    let mut b = dll();
+    let text = section_header(&b, 0);
+    put_u32(&mut b, text + 8, 0x300);
+    let pe = PeFile::parse(&b).unwrap();
+    assert_eq!(pe.rva_to_off(0x11ff), Some(0x5ff));
+    assert_eq!(pe.rva_to_off(0x1200), None);
+}
+
+/// Each wrapper's bundle pointer: its file offset and how many bytes from
+/// there the image maps (to the end of .hip_fat's virtual size, which is
+/// shorter than its raw data). Expected from the bundles' magic found in
+/// the file and the section headers, by hand: .hip_fat at raw 0xa00,
+/// virtual size 0x62a1 (hip_one) / 0x7219 (hip_two).
+#[test]
+fn wrapper_pointers_and_mapped_bytes() {
+    use kpackfs_core::formats::host::Host;
+    for (dll, vsize) in [("bin/hip_one.dll", 0x62a1u64), ("bin/hip_two.dll", 0x7219)] {
+        let b = read(assets().join(dll));
+        let magic = b"__CLANG_OFFLOAD_BUNDLE__";
+        let mut want: Vec<(u64, u64)> =
+            (0xa00..b.len() - magic.len()).filter(|&o| &b[o..o + magic.len()] == magic).map(|o| (o as u64, vsize - (o as u64 - 0xa00))).collect();
+        let h = Host::open(&b).unwrap();
+        let mut got: Vec<(u64, u64)> = h.raw_wrappers(&b).unwrap().iter().map(|w| (w.pointer_offset.unwrap(), w.mapped_len)).collect();
+        want.sort();
+        got.sort();
+        assert!(!want.is_empty(), "{dll}: no bundle found");
+        assert_eq!(got, want, "{dll}");
+    }
+}
