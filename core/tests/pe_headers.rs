@@ -230,3 +230,65 @@ fn wrapper_pointers_and_mapped_bytes() {
         assert_eq!(got, want, "{dll}");
     }
 }
+
+/// The planner's answer for `b`: "ok" or its error, as text.
+fn plan_of(b: &[u8]) -> String {
+    use kpackfs_core::formats::marker::Marker;
+    let m = Marker { search_paths: vec!["../.kpack/t_@GFXARCH@.kpack".into()], kernel_name: "bin/hip_one.dll".into() }.encode();
+    let src = b.to_vec();
+    match PeFile::parse(&src).and_then(|pe| kpackfs_core::formats::pe::plan(&src, &pe, &m)) {
+        Ok(_) => "ok".into(),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_relocated_pointer_left_into_hip_fat_is_refused() {
+    // hip_one.dll's base relocations: page 0x2000 holds a DIR64 entry at
+    // 0x28 and a padding entry (type 0), file offset 0x6e0a. Made a DIR64
+    // entry for RVA 0x2030 (file 0x630, zeros), with a pointer written
+    // there: into .hip_fat (image base 0x180000000 + 0x5010) the planner
+    // must refuse; into .rdata it must not.
+    let b = dll();
+    assert_eq!(plan_of(&b), "ok");
+    assert_eq!(&b[0x6e00..0x6e0c], &[0x00, 0x20, 0, 0, 12, 0, 0, 0, 0x28, 0xa0, 0, 0]);
+    assert_eq!(&b[0x630..0x638], &[0u8; 8]);
+    for (target, want) in [(0x1_8000_5010u64, "corrupt PE: pointer at RVA 0x2030 still targets .hip_fat"), (0x1_8000_2010, "ok")] {
+        let mut p = b.clone();
+        p[0x6e0a..0x6e0c].copy_from_slice(&0xa030u16.to_le_bytes());
+        p[0x630..0x638].copy_from_slice(&target.to_le_bytes());
+        assert_eq!(plan_of(&p), want, "pointer {target:#x}");
+    }
+}
+
+#[test]
+fn hip_fat_without_raw_data_has_no_range() {
+    use kpackfs_core::formats::host::Host;
+    let b = dll();
+    assert_eq!(Host::open(&b).unwrap().fat_section(), Some((0xa00, 0x62a1)));
+    let mut p = b.clone();
+    let f = section_header(&p, 4);
+    assert_eq!(&p[f..f + 8], b".hip_fat");
+    put_u32(&mut p, f + 16, 0);
+    assert_eq!(Host::open(&p).unwrap().fat_section(), None);
+}
+
+#[test]
+fn the_wrapper_section_must_hold_whole_wrappers_in_raw_data() {
+    // .hipFatB: virtual size 0x18 (one 24-byte wrapper), raw 0x200.
+    // (virtual size, raw size, planner's answer)
+    let table = [
+        (0x18, 0x200, "ok"),
+        (0x18, 0x18, "ok"),
+        (0x19, 0x200, "corrupt PE: .hipFatB virtual size 0x19 / raw 0x200"),
+        (0x30, 0x18, "corrupt PE: .hipFatB virtual size 0x30 / raw 0x18"),
+    ];
+    for (vsize, raw, want) in table {
+        let mut p = dll();
+        let w = section_header(&p, 3);
+        assert_eq!(&p[w..w + 8], b".hipFatB");
+        put_u32(&mut p, w + 8, vsize);
+        put_u32(&mut p, w + 16, raw);
+        assert_eq!(plan_of(&p), want, "vsize {vsize:#x} raw {raw:#x}");
+    }
+}
