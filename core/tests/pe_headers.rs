@@ -292,3 +292,43 @@ fn the_wrapper_section_must_hold_whole_wrappers_in_raw_data() {
         assert_eq!(plan_of(&p), want, "vsize {vsize:#x} raw {raw:#x}");
     }
 }
+
+/// hip_one.dll with a third base-relocation block appended (file 0x6e18:
+/// page 0x2000, DIR64 at 0x30) and the directory's size grown to cover
+/// it, and `target` written at RVA 0x2030 (file 0x630).
+fn third_reloc_block(target: u64) -> Vec<u8> {
+    let mut p = dll();
+    let dir = opt(&p) + 112 + 5 * 8;
+    assert_eq!((u32_at(&p, dir), u32_at(&p, dir + 4)), (0xc000, 0x18));
+    assert!(p[0x6e18..0x6e24].iter().all(|&x| x == 0));
+    p[0x6e18..0x6e24].copy_from_slice(&[0x00, 0x20, 0, 0, 12, 0, 0, 0, 0x30, 0xa0, 0, 0]);
+    put_u32(&mut p, dir + 4, 0x24);
+    p[0x630..0x638].copy_from_slice(&target.to_le_bytes());
+    p
+}
+
+#[test]
+fn every_base_relocation_block_is_read() {
+    assert_eq!(plan_of(&third_reloc_block(0x1_8000_5010)), "corrupt PE: pointer at RVA 0x2030 still targets .hip_fat");
+    assert_eq!(plan_of(&third_reloc_block(0x1_8000_2010)), "ok");
+}
+
+#[test]
+fn the_base_relocation_directory_at_its_limits() {
+    let dir = opt(&dll()) + 112 + 5 * 8;
+    // (RVA, size, planner's answer): no directory when either is 0; the
+    // directory may end exactly at the end of the file (0x7000), where
+    // the zeros after the two blocks are a malformed block; past it, not.
+    let table = [
+        (0, 0x18, "ok"),
+        (0xc000, 0, "ok"),
+        (0xc000, 0x200, "corrupt PE: malformed base relocation block"),
+        (0xc000, 0x201, "corrupt PE: base relocations past end of file"),
+    ];
+    for (rva, size, want) in table {
+        let mut p = dll();
+        put_u32(&mut p, dir, rva);
+        put_u32(&mut p, dir + 4, size);
+        assert_eq!(plan_of(&p), want, "rva {rva:#x} size {size:#x}");
+    }
+}
