@@ -553,13 +553,7 @@ mod tests {
         content.extend_from_slice(&[0x7f; 16]);
         // Incompressible bytes keep the ratio under the header check's
         // limit; zeros fill the claim.
-        let mut x: u32 = 1;
-        content.extend((0..200_000).map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        }));
+        content.extend(super::super::mutant_tests::noise(1));
         content.resize(80 << 20, 0);
         let ccob = encode(&content, 3, CcobMethod::Zstd, 1).unwrap();
         let h = parse_header(&ccob, 0).unwrap();
