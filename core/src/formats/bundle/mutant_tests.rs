@@ -482,6 +482,8 @@ fn chunk_edges() {
     assert!(matches!(parse_chunk(&b"CCOB".to_vec(), 0, 3), Err(BundleError::BadMagic(0))));
     assert!(matches!(parse_chunk(&BUNDLE_MAGIC.to_vec(), 0, 24), Err(BundleError::Corrupt { .. })));
     assert!(matches!(parse_chunk(&b"CCOX".to_vec(), 0, 4), Err(BundleError::BadMagic(0))));
+    // 24 to 31 bytes that are no magic: not a (truncated) bundle.
+    assert!(matches!(parse_chunk(&vec![b'_'; 30], 0, 30), Err(BundleError::BadMagic(0))));
     let mut b = BUNDLE_MAGIC.to_vec();
     b[23] = b'X';
     b.resize(40, 0);
