@@ -495,3 +495,14 @@ fn frame_count_and_region_limits() {
         assert!(matches!(&r, Err(KpackError::TocField("zstd_size", why)) if why.contains(&format!("{count} frames do not fit"))), "{count} in {zsize}: {r:?}");
     }
 }
+
+/// The writer refuses a blob region over 4 GiB, the runtime's limit
+/// (docs/kpack-archives.md, writing step 3), and no less: a region of
+/// exactly 4 GiB is one the reader opens (`frame_count_and_region_limits`).
+/// Checked on the limit alone: 4 GiB of frames is no unit test.
+#[test]
+fn writer_region_limit_is_the_readers() {
+    assert!(write::check_region(4 << 30).is_ok());
+    assert!(write::check_region((4 << 30) - 1).is_ok());
+    assert!(matches!(write::check_region((4 << 30) + 1), Err(KpackError::Decompress(why)) if why.contains("over 4 GiB")));
+}
