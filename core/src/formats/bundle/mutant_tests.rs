@@ -571,3 +571,30 @@ fn two_bundles_of_exactly_64_mib_are_walked() {
     let got: Vec<(u64, u64)> = inner.iter().map(|(at, b)| (*at, b.len)).collect();
     assert_eq!(got, [(0, first_len), (first_len, 112)]);
 }
+
+/// Padding between blobs is scanned in windows that double from 4 KiB up
+/// to 1 MiB (`next_magic`: small windows first, since real padding is under
+/// a page): 2 MiB of zeros before a CCOB magic take 10 reads, not one per
+/// 4 KiB or per byte.
+#[test]
+fn padding_is_scanned_in_doubling_windows() {
+    struct Counting(Vec<u8>, std::sync::atomic::AtomicUsize);
+    impl ReadAt for Counting {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.read_at(offset, buf)
+        }
+        fn size(&self) -> std::io::Result<u64> {
+            self.0.size()
+        }
+    }
+    let mut d = vec![0u8; 2 << 20];
+    d.extend_from_slice(b"CCOB");
+    let end = d.len() as u64;
+    let src = Counting(d, Default::default());
+    assert_eq!(next_magic(&src, 0, end).unwrap(), Some(2 << 20));
+    // Eight windows of 4, 8, ..., 512 KiB and one of 1 MiB, each advancing
+    // by its length less the 23 bytes a magic may still need (to 2092849),
+    // then the last 4307 bytes.
+    assert_eq!(src.1.into_inner(), 10);
+}
