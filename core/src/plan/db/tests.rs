@@ -395,6 +395,14 @@ fn names_comments_and_listing_by_hand() {
     assert_eq!(format!("{rules:?}"), r#"["f.rules:2: a/{arch}.db", "f.rules:4: b#1/{arch}.db", "f.rules:5: c/y.db -> gfx942"]"#);
     assert!(!rules.is_empty() && !Rules::builtin().is_empty());
     assert!(Rules::parse("# only a comment\n\n", "f").unwrap().is_empty());
+    // An architecture is `gfx` and at least one digit: names without a
+    // digit are generic, under every capture kind.
+    for name in ["gfx", "gfxx", "gfx-xnack+", "gfx_strict"] {
+        assert_eq!(c(&format!("lib/rocblas/library/TensileLibrary_{name}.dat")), None, "{name}");
+        assert_eq!(c(&format!("lib/libdevice_conv_operations_{name}.a")), None, "{name}");
+        assert_eq!(cdir(&format!("lib/aotriton.images/amd-{name}")), None, "{name}");
+        assert_eq!(c(&format!("share/miopen/db/{name}.kdb")), None, "{name}");
+    }
     assert_eq!(strip_comment("x#"), "x#");
     assert_eq!(strip_comment("#"), "");
     assert_eq!(strip_comment(" x # y # z"), "x");
