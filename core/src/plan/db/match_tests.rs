@@ -64,6 +64,17 @@ fn overlong_patterns_are_refused() {
     assert!(Pattern::parse(&long[long.len() - MAX_PATTERN..]).is_ok());
 }
 
+/// A name's literal runs are one token each, and no empty literal is made
+/// before a wildcard or a brace: the matcher's states are counted in
+/// tokens, so a literal split byte by byte would multiply them.
+#[test]
+fn segments_parse_to_whole_literal_runs() {
+    let lit = |s: &str| Tok::Lit(s.as_bytes().to_vec());
+    assert_eq!(parse_segment("lib*x{arch}.db").unwrap(), [lit("lib"), Tok::Star, lit("x"), Tok::Cap(Capture::Arch), lit(".db")]);
+    assert_eq!(parse_segment("*?{a,bc}").unwrap(), [Tok::Star, Tok::One, Tok::Alt(vec![b"a".to_vec(), b"bc".to_vec()])]);
+    assert_eq!(parse_segment("ü").unwrap(), [lit("ü")]);
+}
+
 // ---------------------------------------------------------------------------
 // The reference: the backtracking matcher as it was (commit bb188db).
 // ---------------------------------------------------------------------------
