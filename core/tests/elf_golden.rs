@@ -145,6 +145,33 @@ fn app_nopie_with_b1_fix() {
     assert_eq!(&want[w..w + 8], &[0u8; 8]);
     assert_eq!(u64::from_le_bytes(out[w..w + 8].try_into().unwrap()), plan.marker_vaddr);
     assert_eq!(&out[w - 8..w - 4], b"HIPK");
+    // Without a relocation the wrapper's target is its in-place pointer:
+    // 0x403000, the start of `.hip_fatbin` (readelf -x .hipFatBinSegment;
+    // readelf -S: .hip_fatbin at 0x403000, 0x2189 bytes).
+    assert_eq!(plan.wrappers.len(), 1);
+    assert_eq!(plan.wrappers[0].target, Some(0x403000));
+    assert_eq!((plan.fatbin.addr, plan.fatbin.size), (0x403000, 0x2189));
+    assert_eq!(plan.wrappers[0].fatbin_offset(&plan.fatbin), Some(0));
+}
+
+/// A wrapper's bundle is inside `.hip_fatbin` or nowhere: targets from the
+/// section's first byte to its last give their offset, any other none.
+#[test]
+fn wrapper_targets_inside_the_fat_section_only() {
+    let fatbin = elf::Shdr { addr: 0x403000, size: 0x2189, ..Default::default() };
+    let at = |t: Option<u64>| elf::WrapperInfo { index: 0, target: t, already_kpacked: false }.fatbin_offset(&fatbin);
+    let cases = [
+        (None, None),
+        (Some(0), None),
+        (Some(0x402fff), None),
+        (Some(0x403000), Some(0)),
+        (Some(0x405188), Some(0x2188)),
+        (Some(0x405189), None),
+        (Some(u64::MAX), None),
+    ];
+    for (target, want) in cases {
+        assert_eq!(at(target), want, "{target:x?}");
+    }
 }
 
 #[test]
