@@ -201,3 +201,35 @@ fn old_kernel_rule_is_reported() {
         assert_eq!(mismatch(&out), None, "{f} transformed");
     }
 }
+
+/// The planner's checks of the two HIP sections, each at its edge, on
+/// libk.so with one section header field changed. Offsets from
+/// `readelf -hS libk.so`: section headers at 30760, 64 bytes each;
+/// `.hip_fatbin` is [16] at file offset 0x3000, `.hipFatBinSegment` [26];
+/// a header's type is at +4 and its size at +32.
+#[test]
+fn hip_section_headers_at_their_limits() {
+    let g = vectors().join("generated-golden");
+    let good = read(g.join("elf/libk.so"));
+    let m = Marker { search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()], kernel_name: "lib/libk.so".into() };
+    let with = |section: usize, field: usize, value: &[u8]| {
+        let mut d = good.clone();
+        let at = 30760 + section * 64 + field;
+        d[at..at + value.len()].copy_from_slice(value);
+        let file = ElfFile::parse(&d).unwrap();
+        elf::plan(&d, &file, &m.encode()).map(|p| p.wrappers.len())
+    };
+    let refused = |r: Result<usize, elf::ElfError>, why: &str| matches!(&r, Err(elf::ElfError::Corrupt(w)) if w.contains(why));
+    let size = |n: u64| n.to_le_bytes();
+    assert_eq!(with(26, 32, &size(24)).unwrap(), 1);
+    // Wrappers are 24 bytes each, at most 2^20 of them.
+    assert!(refused(with(26, 32, &size(23)), "not a whole number of wrappers"));
+    assert!(refused(with(26, 32, &size(24 * ((1 << 20) + 1))), "not a whole number of wrappers"));
+    let at_max = with(26, 32, &size(24 << 20));
+    assert!(at_max.is_err() && !refused(at_max, "not a whole number of wrappers"), "2^20 wrappers pass the size check");
+    // .hip_fatbin must have its bytes in the file: not NOBITS, not past EOF.
+    assert!(refused(with(16, 4, &8u32.to_le_bytes()), "no bytes in the file"));
+    let to_eof = good.len() as u64 - 0x3000;
+    assert!(!refused(with(16, 32, &size(to_eof)), "no bytes in the file"));
+    assert!(refused(with(16, 32, &size(to_eof + 1)), "no bytes in the file"));
+}
