@@ -233,3 +233,41 @@ fn hip_section_headers_at_their_limits() {
     assert!(!refused(with(16, 32, &size(to_eof)), "no bytes in the file"));
     assert!(refused(with(16, 32, &size(to_eof + 1)), "no bytes in the file"));
 }
+
+/// Where the marker is mapped (FORMATS.md §3, steps A-B), in the two cases
+/// the goldens do not reach: a file ending on a page boundary maps the
+/// marker where step A appended it (no second copy), and with a
+/// `.hip_fatbin` of less than a page (nothing zero-paged, so the section
+/// header table is not written again) the marker's section header still
+/// says where it is mapped.
+#[test]
+fn marker_mapping_edges() {
+    let g = vectors().join("generated-golden");
+    let libk = read(g.join("elf/libk.so"));
+    let m = Marker { search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()], kernel_name: "lib/libk.so".into() }.encode();
+    let marker_of = |out: &[u8]| {
+        let f = ElfFile::parse(&out.to_vec()).unwrap();
+        f.shdrs[f.find_section(elf::MARKER_SECTION).unwrap()]
+    };
+    // libk.so padded to 10 pages (the marker's address is 0x9000, another
+    // page): the marker stays at 40960, which becomes 28672 once
+    // .hip_fatbin's three whole pages (0x3000-0x6000 of 0x3000+0x3189) are
+    // taken out of the file.
+    let mut padded = libk.clone();
+    padded.resize(10 * 4096, 0);
+    let (out, plan) = transform(&padded, "../.kpack/test_@GFXARCH@.kpack", "lib/libk.so");
+    let s = marker_of(&out);
+    assert_eq!((s.offset, s.addr, s.size), (28672, plan.marker_vaddr, m.len() as u64));
+    assert_eq!(&out[28672..28672 + m.len()], &m[..]);
+    assert_eq!(out.windows(m.len()).filter(|w| *w == &m[..]).count(), 1, "one copy of the marker");
+    // .hip_fatbin cut to 0x100 bytes (section [16], size at +32; see
+    // hip_section_headers_at_their_limits).
+    let mut small = libk.clone();
+    let at = 30760 + 16 * 64 + 32;
+    small[at..at + 8].copy_from_slice(&0x100u64.to_le_bytes());
+    let (out, plan) = transform(&small, "../.kpack/test_@GFXARCH@.kpack", "lib/libk.so");
+    let s = marker_of(&out);
+    assert_ne!(s.flags & 2, 0, "SHF_ALLOC");
+    assert_eq!((s.addr, s.size), (plan.marker_vaddr, m.len() as u64));
+    assert_eq!(&out[s.offset as usize..(s.offset as usize + m.len())], &m[..]);
+}
