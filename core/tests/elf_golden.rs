@@ -271,3 +271,32 @@ fn marker_mapping_edges() {
     assert_eq!((s.addr, s.size), (plan.marker_vaddr, m.len() as u64));
     assert_eq!(&out[s.offset as usize..(s.offset as usize + m.len())], &m[..]);
 }
+
+/// Step E, widened (FORMATS.md §3): once the wrappers point at the marker,
+/// no relocation may still point into `.hip_fatbin` (0x3000, 0x3189 bytes
+/// in libk.so): a RELATIVE addend, or a symbol's value plus addend
+/// (R_X86_64_64), at the section's first and last byte is refused, one
+/// byte outside is not. From `readelf -rS libk.so`: `.rela.dyn` at 0x628,
+/// 24-byte entries, the addend at +16; entry 3 is RELATIVE (__dso_handle),
+/// entry 5 R_X86_64_64 of a symbol valued 0x1170.
+#[test]
+fn relocations_into_the_fat_section_are_refused() {
+    let g = vectors().join("generated-golden");
+    let good = read(g.join("elf/libk.so"));
+    let m = Marker { search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()], kernel_name: "lib/libk.so".into() }.encode();
+    let refused = |entry: usize, addend: u64| {
+        let mut d = good.clone();
+        let at = 0x628 + entry * 24 + 16;
+        d[at..at + 8].copy_from_slice(&addend.to_le_bytes());
+        let file = ElfFile::parse(&d).unwrap();
+        match elf::plan(&d, &file, &m) {
+            Ok(_) => false,
+            Err(elf::ElfError::Corrupt(w)) if w.contains("still points into .hip_fatbin") => true,
+            Err(e) => panic!("entry {entry} addend {addend:#x}: {e}"),
+        }
+    };
+    for (target, inside) in [(0x2fffu64, false), (0x3000, true), (0x6188, true), (0x6189, false)] {
+        assert_eq!(refused(3, target), inside, "RELATIVE {target:#x}");
+        assert_eq!(refused(5, target - 0x1170), inside, "R_X86_64_64 to {target:#x}");
+    }
+}
