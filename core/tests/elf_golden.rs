@@ -300,3 +300,45 @@ fn relocations_into_the_fat_section_are_refused() {
         assert_eq!(refused(5, target - 0x1170), inside, "R_X86_64_64 to {target:#x}");
     }
 }
+
+/// The memory image a loader makes of `b` (its PT_LOAD segments; the first
+/// that covers an address decides), `None` where nothing is mapped.
+fn image_byte(f: &ElfFile, b: &[u8], a: u64) -> Option<u8> {
+    let p = f.phdrs.iter().find(|p| p.p_type == 1 && a >= p.vaddr && a < p.vaddr + p.memsz)?;
+    let rel = a - p.vaddr;
+    Some(if rel < p.filesz { b[(p.offset + rel) as usize] } else { 0 })
+}
+
+/// Step F (FORMATS.md §3.7) keeps the memory image: `.hip_fatbin` from its
+/// first whole page to its end reads as zeros (the whole pages leave the
+/// file, the tail is zero-fill too), every other mapped byte of the input is
+/// where it was, with the value it had — apart from what steps A-D change
+/// (the headers, the wrapper and its relocation). libk.so as built
+/// (`.hip_fatbin` at 0x3000, page-aligned) and with the section moved to
+/// 0x3010 (its section header only), which leaves a partial page before
+/// the zero-paged ones.
+#[test]
+fn zero_paging_keeps_the_memory_image() {
+    let g = vectors().join("generated-golden");
+    let libk = read(g.join("elf/libk.so"));
+    let mut moved = libk.clone();
+    let at = 30760 + 16 * 64;
+    for (field, v) in [(16, 0x3010u64), (24, 0x3010), (32, 0x3179)] {
+        moved[at + field..at + field + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    for (input, zeroed) in [(&libk, 0x3000..0x6189u64), (&moved, 0x4000..0x6189)] {
+        let (out, _) = transform(input, "../.kpack/test_@GFXARCH@.kpack", "lib/libk.so");
+        let (fi, fo) = (ElfFile::parse(input).unwrap(), ElfFile::parse(&out).unwrap());
+        // Changed on purpose: the file and program headers, the wrapper
+        // (.hipFatBinSegment, 0x8040) and its RELA entry (.rela.dyn [4]).
+        let changed = |a: u64| a < 0x40 + 56 * 12 || (0x8040..0x8058).contains(&a) || (0x628 + 4 * 24..0x628 + 5 * 24).contains(&a);
+        for p in fi.phdrs.iter().filter(|p| p.p_type == 1) {
+            for a in p.vaddr..p.vaddr + p.memsz {
+                let want = if zeroed.contains(&a) { Some(0) } else { image_byte(&fi, input, a) };
+                if !changed(a) {
+                    assert_eq!(image_byte(&fo, &out, a), want, "{a:#x}, zero-paged {zeroed:x?}");
+                }
+            }
+        }
+    }
+}
