@@ -247,6 +247,7 @@ fn marker_mapping_edges() {
     let m = Marker { search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()], kernel_name: "lib/libk.so".into() }.encode();
     let marker_of = |out: &[u8]| {
         let f = ElfFile::parse(&out.to_vec()).unwrap();
+        assert_eq!(f.shdrs[0], elf::Shdr::default(), "section 0 stays the null section");
         f.shdrs[f.find_section(elf::MARKER_SECTION).unwrap()]
     };
     // libk.so padded to 10 pages (the marker's address is 0x9000, another
