@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Mutation testing of the code that decides which bytes the GPU gets, with
 # cargo-mutants (crates.io: `cargo install cargo-mutants --locked`).
-# Outside CI: on 2 cores one mutant costs about a minute (a rebuild of
-# kpackfs-core's unit-test binary and its run), so a module takes an hour
-# or more. Results go to mutants.out/<name>/ (caught.txt, missed.txt,
-# timeout.txt, unviable.txt); the summary is kept in tests/MUTANTS.md.
+# Outside CI. With a warm target directory (CARGO_TARGET_DIR of its own,
+# seeded from a normal debug build) a mutant costs 3-10 s on 2 cores: an
+# incremental rebuild of kpackfs-core's test binaries and a run of the tests
+# selected by name below; a module of 100-300 mutants takes 7-30 min.
+# Results go to mutants.out/<name>/ (caught.txt, missed.txt, timeout.txt,
+# unviable.txt); the summary is kept in tests/MUTANTS.md.
 #
 # Usage: bash tests/mutants.sh [MODULE...]     (default: all, in this order)
 #   MODULE: target best_for ccob bundle kpack marker wrapper elf coff db
@@ -21,8 +23,10 @@ run() { # name, then cargo-mutants filter arguments
   local name=$1; shift
   echo "== $name"
   mkdir -p "mutants.out/$name"
-  # --copy-target: reuse the already-built dependencies; one job (the
-  # machine is shared); mutants that hang are cut at 3x the baseline time.
+  # --copy-target: reuse the already-built dependencies of ./target (or set
+  # CARGO_TARGET_DIR to a directory of the run's own: the scratch copy then
+  # builds there, incrementally); one job (the machine is shared); mutants
+  # that hang are cut at 3x the baseline time.
   cargo mutants -p kpackfs-core --test-package kpackfs-core --copy-target=true -j 1 \
     --timeout-multiplier 3 --build-timeout-multiplier 3 --no-shuffle \
     -o "mutants.out/$name" "$@" || true
@@ -34,22 +38,28 @@ run() { # name, then cargo-mutants filter arguments
 
 modules=("$@")
 [ ${#modules[@]} -gt 0 ] || modules=(target best_for ccob bundle kpack marker wrapper elf coff db)
+# Extra cargo-mutants arguments for every module, e.g. to re-run the
+# survivors of an earlier run: MUTANTS_EXTRA="-F read_frames" (split at spaces).
+read -r -a extra <<< "${MUTANTS_EXTRA:-}"
 for m in "${modules[@]}"; do
   case $m in
-    target)   run target   -f core/src/formats/target.rs -C --lib ;;
-    best_for) run best_for -f core/src/plan/select.rs -f core/src/plan/archive.rs -F 'best_for|plan_archives|build_archive' -C --lib ;;
+    target)   run target   -f core/src/formats/target.rs -C --lib "${extra[@]}" ;;
+    best_for) run best_for -f core/src/plan/select.rs -f core/src/plan/archive.rs -F 'best_for|plan_archives|build_archive' -C --lib "${extra[@]}" ;;
     # ccob/bundle/kpack: the unit tests of the module (the older ones and
     # the hand-written-oracle mutant_tests.rs) and the golden-vector tests
     # of core/tests/vectors.rs, selected by name; encode/flush/write_bundle
     # only make test data. Classify with tests/mutants_classify.py.
-    ccob)     run ccob     -f core/src/formats/bundle/ccob.rs -E 'encode|flush' -C --lib -C --test=vectors -C --no-fail-fast -- -- bundle:: ccob fatbin ;;
-    bundle)   run bundle   -f core/src/formats/bundle/mod.rs -E 'write_bundle|BundleError::corrupt' -C --lib -C --test=vectors -C --no-fail-fast -- -- bundle:: ccob fatbin ;;
-    kpack)    run kpack    -f 'core/src/formats/kpack/*.rs' -C --lib -C --test=vectors -C --no-fail-fast -- -- kpack:: upstream splitter hostile ;;
-    marker)   run marker   -f core/src/formats/marker.rs -C --lib ;;
-    wrapper)  run wrapper  -f core/src/formats/wrapper.rs -C --lib ;;
-    elf)      run elf      -f core/src/formats/elf/transform.rs ;;
-    coff)     run coff     -f 'core/src/formats/pe/*.rs' ;;
-    db)       run db       -f 'core/src/plan/db/*.rs' -C --lib ;;
+    # every_byte_flip takes 15-20 s per mutant in a debug build: skipped.
+    ccob)     run ccob     -f core/src/formats/bundle/ccob.rs -E 'encode|flush' -C --lib -C --test=vectors -C --no-fail-fast "${extra[@]}" -- -- bundle:: ccob fatbin --skip every_byte_flip ;;
+    bundle)   run bundle   -f core/src/formats/bundle/mod.rs -E 'write_bundle|BundleError::corrupt' -C --lib -C --test=vectors -C --no-fail-fast "${extra[@]}" -- -- bundle:: ccob fatbin --skip every_byte_flip ;;
+    kpack)    run kpack    -f 'core/src/formats/kpack/*.rs' -C --lib -C --test=vectors -C --no-fail-fast "${extra[@]}" -- -- kpack archive marker upstream splitter hostile ;;
+    marker)   run marker   -f core/src/formats/marker.rs -C --lib "${extra[@]}" ;;
+    wrapper)  run wrapper  -f core/src/formats/wrapper.rs -C --lib "${extra[@]}" ;;
+    # elf/coff: the module's unit tests and the reference tool's goldens
+    # (core/tests/elf_golden.rs, pe_golden.rs; filters name their tests).
+    elf)      run elf      -f core/src/formats/elf/transform.rs -C --lib -C --test=elf_golden -C --no-fail-fast "${extra[@]}" -- -- formats::elf libk app_ splitter_outputs not_fat old_kernel wrapper_targets hip_section marker_mapping relocations_into zero_paging ;;
+    coff)     run coff     -f 'core/src/formats/pe/*.rs' -C --lib -C --test=pe_golden -C --no-fail-fast "${extra[@]}" -- -- formats::pe w_dll hostile_pe authenticode non_loadable ;;
+    db)       run db       -f 'core/src/plan/db/*.rs' -C --lib "${extra[@]}" -- -- plan::db:: ;;
     *) echo "mutants.sh: unknown module $m" >&2; exit 2 ;;
   esac
 done

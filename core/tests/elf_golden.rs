@@ -145,6 +145,33 @@ fn app_nopie_with_b1_fix() {
     assert_eq!(&want[w..w + 8], &[0u8; 8]);
     assert_eq!(u64::from_le_bytes(out[w..w + 8].try_into().unwrap()), plan.marker_vaddr);
     assert_eq!(&out[w - 8..w - 4], b"HIPK");
+    // Without a relocation the wrapper's target is its in-place pointer:
+    // 0x403000, the start of `.hip_fatbin` (readelf -x .hipFatBinSegment;
+    // readelf -S: .hip_fatbin at 0x403000, 0x2189 bytes).
+    assert_eq!(plan.wrappers.len(), 1);
+    assert_eq!(plan.wrappers[0].target, Some(0x403000));
+    assert_eq!((plan.fatbin.addr, plan.fatbin.size), (0x403000, 0x2189));
+    assert_eq!(plan.wrappers[0].fatbin_offset(&plan.fatbin), Some(0));
+}
+
+/// A wrapper's bundle is inside `.hip_fatbin` or nowhere: targets from the
+/// section's first byte to its last give their offset, any other none.
+#[test]
+fn wrapper_targets_inside_the_fat_section_only() {
+    let fatbin = elf::Shdr { addr: 0x403000, size: 0x2189, ..Default::default() };
+    let at = |t: Option<u64>| elf::WrapperInfo { index: 0, target: t, already_kpacked: false }.fatbin_offset(&fatbin);
+    let cases = [
+        (None, None),
+        (Some(0), None),
+        (Some(0x402fff), None),
+        (Some(0x403000), Some(0)),
+        (Some(0x405188), Some(0x2188)),
+        (Some(0x405189), None),
+        (Some(u64::MAX), None),
+    ];
+    for (target, want) in cases {
+        assert_eq!(at(target), want, "{target:x?}");
+    }
 }
 
 #[test]
@@ -194,4 +221,146 @@ fn probes_stop_at_device_code() {
         assert_eq!(probe_class(&b).unwrap(), want, "{lib}");
     }
     assert!(!elf::is_device_code(b"\x7fELF"), "too short to tell");
+}
+
+/// The planner's checks of the two HIP sections, each at its edge, on
+/// libk.so with one section header field changed. Offsets from
+/// `readelf -hS libk.so`: section headers at 30760, 64 bytes each;
+/// `.hip_fatbin` is [16] at file offset 0x3000, `.hipFatBinSegment` [26];
+/// a header's type is at +4 and its size at +32.
+#[test]
+fn hip_section_headers_at_their_limits() {
+    let g = vectors().join("generated-golden");
+    let good = read(g.join("elf/libk.so"));
+    let m = Marker { search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()], kernel_name: "lib/libk.so".into() };
+    let with = |section: usize, field: usize, value: &[u8]| {
+        let mut d = good.clone();
+        let at = 30760 + section * 64 + field;
+        d[at..at + value.len()].copy_from_slice(value);
+        let file = ElfFile::parse(&d).unwrap();
+        elf::plan(&d, &file, &m.encode()).map(|p| p.wrappers.len())
+    };
+    let refused = |r: Result<usize, elf::ElfError>, why: &str| matches!(&r, Err(elf::ElfError::Corrupt(w)) if w.contains(why));
+    let size = |n: u64| n.to_le_bytes();
+    assert_eq!(with(26, 32, &size(24)).unwrap(), 1);
+    // Wrappers are 24 bytes each, at most 2^20 of them.
+    assert!(refused(with(26, 32, &size(23)), "not a whole number of wrappers"));
+    assert!(refused(with(26, 32, &size(24 * ((1 << 20) + 1))), "not a whole number of wrappers"));
+    let at_max = with(26, 32, &size(24 << 20));
+    assert!(at_max.is_err() && !refused(at_max, "not a whole number of wrappers"), "2^20 wrappers pass the size check");
+    // .hip_fatbin must have its bytes in the file: not NOBITS, not past EOF.
+    assert!(refused(with(16, 4, &8u32.to_le_bytes()), "no bytes in the file"));
+    let to_eof = good.len() as u64 - 0x3000;
+    assert!(!refused(with(16, 32, &size(to_eof)), "no bytes in the file"));
+    assert!(refused(with(16, 32, &size(to_eof + 1)), "no bytes in the file"));
+}
+
+/// Where the marker is mapped (FORMATS.md §3, steps A-B), in the two cases
+/// the goldens do not reach: a file ending on a page boundary maps the
+/// marker where step A appended it (no second copy), and with a
+/// `.hip_fatbin` of less than a page (nothing zero-paged, so the section
+/// header table is not written again) the marker's section header still
+/// says where it is mapped.
+#[test]
+fn marker_mapping_edges() {
+    let g = vectors().join("generated-golden");
+    let libk = read(g.join("elf/libk.so"));
+    let m = Marker { search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()], kernel_name: "lib/libk.so".into() }.encode();
+    let marker_of = |out: &[u8]| {
+        let f = ElfFile::parse(&out.to_vec()).unwrap();
+        assert_eq!(f.shdrs[0], elf::Shdr::default(), "section 0 stays the null section");
+        f.shdrs[f.find_section(elf::MARKER_SECTION).unwrap()]
+    };
+    // libk.so padded to 10 pages (the marker's address is 0x9000, another
+    // page): the marker stays at 40960, which becomes 28672 once
+    // .hip_fatbin's three whole pages (0x3000-0x6000 of 0x3000+0x3189) are
+    // taken out of the file.
+    let mut padded = libk.clone();
+    padded.resize(10 * 4096, 0);
+    let (out, plan) = transform(&padded, "../.kpack/test_@GFXARCH@.kpack", "lib/libk.so");
+    let s = marker_of(&out);
+    assert_eq!((s.offset, s.addr, s.size), (28672, plan.marker_vaddr, m.len() as u64));
+    assert_eq!(&out[28672..28672 + m.len()], &m[..]);
+    assert_eq!(out.windows(m.len()).filter(|w| *w == &m[..]).count(), 1, "one copy of the marker");
+    // .hip_fatbin cut to 0x100 bytes (section [16], size at +32; see
+    // hip_section_headers_at_their_limits).
+    let mut small = libk.clone();
+    let at = 30760 + 16 * 64 + 32;
+    small[at..at + 8].copy_from_slice(&0x100u64.to_le_bytes());
+    let (out, plan) = transform(&small, "../.kpack/test_@GFXARCH@.kpack", "lib/libk.so");
+    let s = marker_of(&out);
+    assert_ne!(s.flags & 2, 0, "SHF_ALLOC");
+    assert_eq!((s.addr, s.size), (plan.marker_vaddr, m.len() as u64));
+    assert_eq!(&out[s.offset as usize..(s.offset as usize + m.len())], &m[..]);
+}
+
+/// Step E, widened (FORMATS.md §3): once the wrappers point at the marker,
+/// no relocation may still point into `.hip_fatbin` (0x3000, 0x3189 bytes
+/// in libk.so): a RELATIVE addend, or a symbol's value plus addend
+/// (R_X86_64_64), at the section's first and last byte is refused, one
+/// byte outside is not. From `readelf -rS libk.so`: `.rela.dyn` at 0x628,
+/// 24-byte entries, the addend at +16; entry 3 is RELATIVE (__dso_handle),
+/// entry 5 R_X86_64_64 of a symbol valued 0x1170.
+#[test]
+fn relocations_into_the_fat_section_are_refused() {
+    let g = vectors().join("generated-golden");
+    let good = read(g.join("elf/libk.so"));
+    let m = Marker { search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()], kernel_name: "lib/libk.so".into() }.encode();
+    let refused = |entry: usize, addend: u64| {
+        let mut d = good.clone();
+        let at = 0x628 + entry * 24 + 16;
+        d[at..at + 8].copy_from_slice(&addend.to_le_bytes());
+        let file = ElfFile::parse(&d).unwrap();
+        match elf::plan(&d, &file, &m) {
+            Ok(_) => false,
+            Err(elf::ElfError::Corrupt(w)) if w.contains("still points into .hip_fatbin") => true,
+            Err(e) => panic!("entry {entry} addend {addend:#x}: {e}"),
+        }
+    };
+    for (target, inside) in [(0x2fffu64, false), (0x3000, true), (0x6188, true), (0x6189, false)] {
+        assert_eq!(refused(3, target), inside, "RELATIVE {target:#x}");
+        assert_eq!(refused(5, target - 0x1170), inside, "R_X86_64_64 to {target:#x}");
+    }
+}
+
+/// The memory image a loader makes of `b` (its PT_LOAD segments; the first
+/// that covers an address decides), `None` where nothing is mapped.
+fn image_byte(f: &ElfFile, b: &[u8], a: u64) -> Option<u8> {
+    let p = f.phdrs.iter().find(|p| p.p_type == 1 && a >= p.vaddr && a < p.vaddr + p.memsz)?;
+    let rel = a - p.vaddr;
+    Some(if rel < p.filesz { b[(p.offset + rel) as usize] } else { 0 })
+}
+
+/// Step F (FORMATS.md §3.7) keeps the memory image: `.hip_fatbin` from its
+/// first whole page to its end reads as zeros (the whole pages leave the
+/// file, the tail is zero-fill too), every other mapped byte of the input is
+/// where it was, with the value it had — apart from what steps A-D change
+/// (the headers, the wrapper and its relocation). libk.so as built
+/// (`.hip_fatbin` at 0x3000, page-aligned) and with the section moved to
+/// 0x3010 (its section header only), which leaves a partial page before
+/// the zero-paged ones.
+#[test]
+fn zero_paging_keeps_the_memory_image() {
+    let g = vectors().join("generated-golden");
+    let libk = read(g.join("elf/libk.so"));
+    let mut moved = libk.clone();
+    let at = 30760 + 16 * 64;
+    for (field, v) in [(16, 0x3010u64), (24, 0x3010), (32, 0x3179)] {
+        moved[at + field..at + field + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    for (input, zeroed) in [(&libk, 0x3000..0x6189u64), (&moved, 0x4000..0x6189)] {
+        let (out, _) = transform(input, "../.kpack/test_@GFXARCH@.kpack", "lib/libk.so");
+        let (fi, fo) = (ElfFile::parse(input).unwrap(), ElfFile::parse(&out).unwrap());
+        // Changed on purpose: the file and program headers, the wrapper
+        // (.hipFatBinSegment, 0x8040) and its RELA entry (.rela.dyn [4]).
+        let changed = |a: u64| a < 0x40 + 56 * 12 || (0x8040..0x8058).contains(&a) || (0x628 + 4 * 24..0x628 + 5 * 24).contains(&a);
+        for p in fi.phdrs.iter().filter(|p| p.p_type == 1) {
+            for a in p.vaddr..p.vaddr + p.memsz {
+                let want = if zeroed.contains(&a) { Some(0) } else { image_byte(&fi, input, a) };
+                if !changed(a) {
+                    assert_eq!(image_byte(&fo, &out, a), want, "{a:#x}, zero-paged {zeroed:x?}");
+                }
+            }
+        }
+    }
 }

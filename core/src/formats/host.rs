@@ -86,28 +86,10 @@ fn format_of(magic: &[u8]) -> Option<HostFormat> {
 }
 
 /// Headers-only check: is this a fat binary that the view transforms?
+/// Any failure, a failed read included, answers no (the file is served
+/// unchanged); [`probe_class`] is the variant that tells a failed read apart.
 pub fn probe(src: &dyn ReadAt) -> bool {
-    probe_checked(src).unwrap_or(false)
-}
-
-/// [`probe`], telling a failed read (`Err`, worth asking again later) from
-/// a file that definitely is or is not a fat binary. Reads past the end of
-/// the file are definite: the file is short, not the disk unwell.
-pub fn probe_checked(src: &dyn ReadAt) -> io::Result<bool> {
-    let mut magic = [0u8; 4];
-    match read_exact_at(src, 0, &mut magic) {
-        Ok(()) => {}
-        Err(e) if is_transient(&e) => return Err(e),
-        Err(_) => return Ok(false),
-    }
-    if format_of(&magic).is_none() {
-        return Ok(false);
-    }
-    match Host::open(src).and_then(|h| h.check_fat()) {
-        Ok(()) => Ok(true),
-        Err(HostError::Io(e)) if is_transient(&e) => Err(e),
-        Err(_) => Ok(false),
-    }
+    detect(src).is_some() && Host::open(src).and_then(|h| h.check_fat()).is_ok()
 }
 
 /// What a headers-only look at a file says about how it is served.
@@ -132,9 +114,11 @@ pub enum Probe {
 /// header, signature, COFF and optional headers).
 pub const MIN_FAT_SIZE: u64 = 80;
 
-/// [`probe_checked`] with the planner's three answers. Reading the first
-/// four bytes settles almost every file; only ELF/PE files have their
-/// headers parsed.
+/// [`probe`] with the planner's three answers, telling a failed read
+/// (`Err`, worth asking again later) from a file that definitely is or is
+/// not a fat binary; reads past the end of the file are definite (the file
+/// is short, not the disk unwell). Reading the first four bytes settles
+/// almost every file; only ELF/PE files have their headers parsed.
 pub fn probe_class(src: &dyn ReadAt) -> io::Result<Probe> {
     // Shorter files are neither ELF nor PE host binaries (a PE's DOS
     // header alone is 64 bytes).

@@ -473,32 +473,23 @@ pub fn encode(bundle: &[u8], version: u16, method: CcobMethod, level: i32) -> io
             e.finish()?
         }
     };
-    let hash = md5_low(&Md5::digest(bundle)).to_le_bytes();
-    let method_id: u16 = match method {
-        CcobMethod::Zlib => 0,
-        CcobMethod::Zstd => 1,
-    };
-    let mut out = Vec::with_capacity(payload.len() + 32);
-    out.extend_from_slice(super::CCOB_MAGIC);
-    out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&method_id.to_le_bytes());
-    let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "bundle too large for CCOB v1/v2");
-    match version {
-        1 => {
-            out.extend_from_slice(&u32::try_from(bundle.len()).map_err(|_| too_big())?.to_le_bytes());
-        }
-        2 => {
-            let total = u32::try_from(payload.len() + 24).map_err(|_| too_big())?;
-            out.extend_from_slice(&total.to_le_bytes());
-            out.extend_from_slice(&u32::try_from(bundle.len()).map_err(|_| too_big())?.to_le_bytes());
-        }
-        3 => {
-            out.extend_from_slice(&((payload.len() + 32) as u64).to_le_bytes());
-            out.extend_from_slice(&(bundle.len() as u64).to_le_bytes());
-        }
+    let header_len: u64 = match version {
+        1 => 20,
+        2 => 24,
+        3 => 32,
         v => return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CCOB version {v}"))),
+    };
+    let uncompressed_size = bundle.len() as u64;
+    let total = payload.len() as u64 + header_len;
+    // v1 and v2 store their sizes in 32 bits (v1 has no total size).
+    let fits = |n: u64| u32::try_from(n).is_ok();
+    if version < 3 && (!fits(uncompressed_size) || (version == 2 && !fits(total))) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "bundle too large for CCOB v1/v2"));
     }
-    out.extend_from_slice(&hash);
+    let header =
+        CcobHeader { version, method, total_size: (version >= 2).then_some(total), uncompressed_size, hash: md5_low(&Md5::digest(bundle)), header_len };
+    let mut out = header.to_bytes();
+    out.reserve(payload.len());
     out.extend_from_slice(&payload);
     Ok(out)
 }
@@ -562,13 +553,7 @@ mod tests {
         content.extend_from_slice(&[0x7f; 16]);
         // Incompressible bytes keep the ratio under the header check's
         // limit; zeros fill the claim.
-        let mut x: u32 = 1;
-        content.extend((0..200_000).map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        }));
+        content.extend(super::super::mutant_tests::noise(1));
         content.resize(80 << 20, 0);
         let ccob = encode(&content, 3, CcobMethod::Zstd, 1).unwrap();
         let h = parse_header(&ccob, 0).unwrap();

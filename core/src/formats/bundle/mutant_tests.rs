@@ -47,6 +47,40 @@ fn compressed(src: &dyn ReadAt, at: u64, end: u64) -> (CcobHeader, u64) {
     }
 }
 
+/// `content` wrapped in a CCOB, with the header and extent `parse_chunk`
+/// reads back from it.
+fn ccob_of(content: &[u8], version: u16, method: CcobMethod, level: i32) -> (Vec<u8>, CcobHeader, u64) {
+    let c = ccob::encode(content, version, method, level).unwrap();
+    let len = c.len() as u64;
+    let (h, _) = compressed(&c, 0, len);
+    (c, h, len)
+}
+
+/// Every object of a chunk with its bytes, as the view would read them.
+fn objects_read(src: &dyn ReadAt, chunk: &Chunk, index: usize) -> Vec<(usize, String, Vec<u8>)> {
+    let objs = chunk_objects(src, chunk, index).unwrap();
+    objs.iter().map(|o| (o.chunk_index, o.arch.clone(), read_object(src, &o.location).unwrap())).collect()
+}
+
+/// Incompressible bytes (xorshift32 seeded with `x`), 200 KB of them: enough
+/// to keep a large claim under the 1024:1 expansion limit.
+pub(super) fn noise(mut x: u32) -> impl Iterator<Item = u8> {
+    (0..200_000).map(move |_| {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x as u8
+    })
+}
+
+/// A header check's refusal: a `Ccob` error whose text holds `words`.
+fn assert_ccob_err<T: std::fmt::Debug>(r: Result<T, BundleError>, words: &str) {
+    match r {
+        Err(BundleError::Ccob { what, .. }) => assert!(what.contains(words), "{what}"),
+        other => panic!("expected a CCOB error ({words}), got {other:?}"),
+    }
+}
+
 /// A CCOB header written byte by byte from the table of §3.
 fn header_v3(total: u64, uncompressed: u64, hash: u64) -> Vec<u8> {
     let mut h = b"CCOB".to_vec();
@@ -113,16 +147,13 @@ fn expansion_limit_is_1024_to_1() {
         assert_eq!(r.is_ok(), ok, "claim {claim}: {r:?}");
         let h = ccob::parse_header(&c, 0).unwrap();
         if !ok {
-            for e in [
-                ccob::decode(&c, 0, 36, &h).err(),
-                ccob::verify(&c, 0, 36, &h).err(),
-                ccob::decode_range(&c, 0, 36, &h, 0, 1).err(),
-                ccob::decode_range_prechecked(&c, 0, 36, &h, 0, 1).err(),
+            for r in [
+                ccob::decode(&c, 0, 36, &h).map(drop),
+                ccob::verify(&c, 0, 36, &h).map(drop),
+                ccob::decode_range(&c, 0, 36, &h, 0, 1).map(drop),
+                ccob::decode_range_prechecked(&c, 0, 36, &h, 0, 1).map(drop),
             ] {
-                match e {
-                    Some(BundleError::Ccob { what, .. }) => assert!(what.contains("refusing"), "{what}"),
-                    other => panic!("claim {claim}: {other:?}"),
-                }
+                assert_ccob_err(r, "refusing");
             }
         }
     }
@@ -173,10 +204,8 @@ fn every_variant_decodes_ranges_to_the_goldens() {
         assert_eq!(ccob::decode_prefix(&d, 0, len, &h, 1 << 20).unwrap(), content);
         // The objects listed and read through the chunk.
         let chunks = scan_fatbin(&d, 0, len).unwrap();
-        let objs = chunk_objects(&d, &chunks[0], 0).unwrap();
-        let got: Vec<(String, Vec<u8>)> = objs.iter().map(|o| (o.arch.clone(), read_object(&d, &o.location).unwrap())).collect();
         let [(_, g1030), (_, g90a)] = golden_b0();
-        assert_eq!(got, [("gfx1030".to_string(), g1030), ("gfx90a".to_string(), g90a)], "{file}");
+        assert_eq!(objects_read(&d, &chunks[0], 0), [(0, "gfx1030".to_string(), g1030), (0, "gfx90a".to_string(), g90a)], "{file}");
     }
 }
 
@@ -237,18 +266,14 @@ fn two_bundles(first_payload: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
 fn content_of_two_bundles_lists_both() {
     for first in [500usize, 80 * 1024] {
         let (content, a, b) = two_bundles(first);
-        let c = ccob::encode(&content, 3, CcobMethod::Zstd, 3).unwrap();
-        let len = c.len() as u64;
-        let (h, _) = compressed(&c, 0, len);
+        let (c, h, len) = ccob_of(&content, 3, CcobMethod::Zstd, 3);
         let inner = ccob::inner_bundles(&c, 0, len, &h).unwrap();
         assert_eq!(inner.len(), 2, "first payload {first}");
         let second_at = 32 + 24 + 31;
         let second_at = (second_at as u64).div_ceil(64) * 64 + first as u64;
         assert_eq!(inner[1].0, second_at);
         let chunks = scan_fatbin(&c, 0, len).unwrap();
-        let objs = chunk_objects(&c, &chunks[0], 3).unwrap();
-        let got: Vec<(usize, String, Vec<u8>)> = objs.iter().map(|o| (o.chunk_index, o.arch.clone(), read_object(&c, &o.location).unwrap())).collect();
-        assert_eq!(got, [(3, "gfx90a".to_string(), a.clone()), (3, "gfx1030".to_string(), b.clone())]);
+        assert_eq!(objects_read(&c, &chunks[0], 3), [(3, "gfx90a".to_string(), a.clone()), (3, "gfx1030".to_string(), b.clone())]);
     }
 }
 
@@ -258,13 +283,8 @@ fn nested_ccob_is_refused() {
     let inner = ccob::encode(&content_b0(), 3, CcobMethod::Zstd, 3).unwrap();
     let mut content = content_b0();
     content.extend_from_slice(&inner);
-    let c = ccob::encode(&content, 3, CcobMethod::Zstd, 3).unwrap();
-    let len = c.len() as u64;
-    let (h, _) = compressed(&c, 0, len);
-    match ccob::inner_bundles(&c, 0, len, &h) {
-        Err(BundleError::Ccob { what, .. }) => assert!(what.contains("nested"), "{what}"),
-        other => panic!("{other:?}"),
-    }
+    let (c, h, len) = ccob_of(&content, 3, CcobMethod::Zstd, 3);
+    assert_ccob_err(ccob::inner_bundles(&c, 0, len, &h).map(|v| v.len()), "nested");
 }
 
 /// One bundle over 64 KiB: found from the decoded prefix; its objects are
@@ -275,10 +295,7 @@ fn one_large_bundle_is_planned_from_its_prefix() {
     let b: Vec<u8> = (0..5000u32).map(|i| (i % 13) as u8).collect();
     let content = write_bundle(&[("host-x86_64-unknown-linux", &[]), ("hipv4-amdgcn-amd-amdhsa--gfx90a", &a), ("hipv4-amdgcn-amd-amdhsa--gfx1030", &b)], 4096);
     for (v, m) in [(1u16, CcobMethod::Zlib), (2, CcobMethod::Zstd), (3, CcobMethod::Zstd)] {
-        let c = ccob::encode(&content, v, m, 3).unwrap();
-        let len = c.len() as u64;
-        let (h, got_len) = compressed(&c, 0, len);
-        assert_eq!(got_len, len);
+        let (c, h, len) = ccob_of(&content, v, m, 3);
         let inner = ccob::inner_bundles(&c, 0, len, &h).unwrap();
         assert_eq!(inner.len(), 1);
         assert_eq!(inner[0].1.len, content.len() as u64);
@@ -465,6 +482,8 @@ fn chunk_edges() {
     assert!(matches!(parse_chunk(&b"CCOB".to_vec(), 0, 3), Err(BundleError::BadMagic(0))));
     assert!(matches!(parse_chunk(&BUNDLE_MAGIC.to_vec(), 0, 24), Err(BundleError::Corrupt { .. })));
     assert!(matches!(parse_chunk(&b"CCOX".to_vec(), 0, 4), Err(BundleError::BadMagic(0))));
+    // 24 to 31 bytes that are no magic: not a (truncated) bundle.
+    assert!(matches!(parse_chunk(&vec![b'_'; 30], 0, 30), Err(BundleError::BadMagic(0))));
     let mut b = BUNDLE_MAGIC.to_vec();
     b[23] = b'X';
     b.resize(40, 0);
@@ -497,18 +516,10 @@ fn one_bundle_over_the_scan_bound_is_planned_from_its_prefix() {
     let obj_at = 4096u64;
     let mut content = raw_bundle(&[(obj_at, size - obj_at, id)]);
     content.resize(obj_at as usize, 0);
-    let mut x: u32 = 7;
-    content.extend((0..200_000).map(|_| {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        x as u8
-    }));
+    content.extend(noise(7));
     content.resize(size as usize, 0);
-    let c = ccob::encode(&content, 3, CcobMethod::Zstd, 1).unwrap();
+    let (c, h, len) = ccob_of(&content, 3, CcobMethod::Zstd, 1);
     drop(content);
-    let len = c.len() as u64;
-    let (h, _) = compressed(&c, 0, len);
     let objs = chunk_objects(&c, &Chunk::Compressed { at: 0, len, header: h.clone() }, 2).unwrap();
     assert_eq!(objs.len(), 1);
     assert_eq!((objs[0].chunk_index, objs[0].arch.as_str()), (2, "gfx90a:sramecc+"));
@@ -550,21 +561,40 @@ fn two_bundles_of_exactly_64_mib_are_walked() {
     let first_len = (64u64 << 20) - second.len() as u64;
     let mut content = raw_bundle(&[(4096, first_len - 4096, "hipv4-amdgcn-amd-amdhsa--gfx90a")]);
     content.resize(4096, 0);
-    let mut x: u32 = 11;
-    content.extend((0..200_000).map(|_| {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        x as u8
-    }));
+    content.extend(noise(11));
     content.resize(first_len as usize, 0);
     content.extend_from_slice(&second);
     assert_eq!(content.len(), 64 << 20);
-    let c = ccob::encode(&content, 3, CcobMethod::Zstd, 1).unwrap();
+    let (c, h, len) = ccob_of(&content, 3, CcobMethod::Zstd, 1);
     drop(content);
-    let len = c.len() as u64;
-    let (h, _) = compressed(&c, 0, len);
     let inner = ccob::inner_bundles(&c, 0, len, &h).unwrap();
     let got: Vec<(u64, u64)> = inner.iter().map(|(at, b)| (*at, b.len)).collect();
     assert_eq!(got, [(0, first_len), (first_len, 112)]);
+}
+
+/// Padding between blobs is scanned in windows that double from 4 KiB up
+/// to 1 MiB (`next_magic`: small windows first, since real padding is under
+/// a page): 2 MiB of zeros before a CCOB magic take 10 reads, not one per
+/// 4 KiB or per byte.
+#[test]
+fn padding_is_scanned_in_doubling_windows() {
+    struct Counting(Vec<u8>, std::sync::atomic::AtomicUsize);
+    impl ReadAt for Counting {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.read_at(offset, buf)
+        }
+        fn size(&self) -> std::io::Result<u64> {
+            self.0.size()
+        }
+    }
+    let mut d = vec![0u8; 2 << 20];
+    d.extend_from_slice(b"CCOB");
+    let end = d.len() as u64;
+    let src = Counting(d, Default::default());
+    assert_eq!(next_magic(&src, 0, end).unwrap(), Some(2 << 20));
+    // Eight windows of 4, 8, ..., 512 KiB and one of 1 MiB, each advancing
+    // by its length less the 23 bytes a magic may still need (to 2092849),
+    // then the last 4307 bytes.
+    assert_eq!(src.1.into_inner(), 10);
 }

@@ -35,10 +35,15 @@ impl Mp {
     fn u(mut self, v: u64) -> Self {
         if v < 128 {
             self.0.push(v as u8);
-        } else {
-            assert!(v < 1 << 16);
+        } else if v < 1 << 16 {
             self.0.push(0xcd);
             self.0.extend_from_slice(&(v as u16).to_be_bytes());
+        } else if v < 1 << 32 {
+            self.0.push(0xce);
+            self.0.extend_from_slice(&(v as u32).to_be_bytes());
+        } else {
+            self.0.push(0xcf);
+            self.0.extend_from_slice(&v.to_be_bytes());
         }
         self
     }
@@ -175,7 +180,10 @@ fn frame_region_bounds() {
     d.extend_from_slice(&[1, 2, 3, 4]);
     d.extend_from_slice(&0u32.to_le_bytes());
     d.extend_from_slice(&zstd_toc(&[], 64, 16));
-    assert!(Archive::open(&d).is_err());
+    // Refused at the third frame's length, which lies past the region
+    // (not read from the TOC bytes after it).
+    let r = Archive::open(&d);
+    assert!(matches!(&r, Err(KpackError::TocField("zstd_size", why)) if why == "frame 2 header past the region"), "{r:?}");
 }
 
 #[test]
@@ -403,4 +411,98 @@ fn none_archive_bytes_by_hand() {
         assert_eq!(zstd::zstd_safe::get_frame_content_size(&f).ok().flatten(), Some(want.len() as u64));
         assert_eq!(&zstd::stream::decode_all(&f[..]).unwrap(), want);
     }
+}
+
+/// A file of `size` bytes that are zero except for the `pieces` written
+/// at their offsets: archives at the size limits (a 256 MiB TOC, a 4 GiB
+/// region, a million frames) without writing them out.
+struct Sparse {
+    size: u64,
+    pieces: Vec<(u64, Vec<u8>)>,
+}
+
+impl crate::io::ReadAt for Sparse {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.size.saturating_sub(offset).min(buf.len() as u64) as usize;
+        let buf = &mut buf[..n];
+        buf.fill(0);
+        let end = offset + n as u64;
+        for (at, bytes) in &self.pieces {
+            let (from, to) = ((*at).max(offset), (at + bytes.len() as u64).min(end));
+            if from < to {
+                buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(&bytes[(from - at) as usize..(to - at) as usize]);
+            }
+        }
+        Ok(n)
+    }
+
+    fn size(&self) -> std::io::Result<u64> {
+        Ok(self.size)
+    }
+}
+
+/// A header of exactly 16 bytes (magic, version, TOC offset) is read
+/// whole: its version and TOC offset are judged, not its length.
+#[test]
+fn a_16_byte_header_is_judged_by_its_fields() {
+    let mut d = b"KPAK".to_vec();
+    d.extend_from_slice(&2u32.to_le_bytes());
+    d.extend_from_slice(&16u64.to_le_bytes());
+    assert!(matches!(Archive::open(&d), Err(KpackError::UnsupportedVersion(2))));
+    d[4] = 1;
+    assert!(matches!(Archive::open(&d), Err(KpackError::BadTocOffset { offset: 16, size: 16 })));
+}
+
+/// The TOC may be up to 256 MiB (docs/kpack-archives.md, "toc_offset not
+/// inside the file": refused if the TOC exceeds 256 MiB), wherever it
+/// starts: exactly 256 MiB is read (a map, then padding to EOF), one byte
+/// more is refused, and a small TOC at the end of a 300 MiB file is fine.
+#[test]
+fn toc_up_to_256_mib() {
+    const MIB: u64 = 1 << 20;
+    let head = |toc_at: u64| header(toc_at)[..16].to_vec();
+    let toc = Mp::default().map(1).s("group_name").s("g").0;
+    let file = |size: u64, toc_at: u64| Sparse { size, pieces: vec![(0, head(toc_at)), (toc_at, toc.clone())] };
+    let a = Archive::open(&file(16 + 256 * MIB, 16)).unwrap();
+    assert_eq!((a.toc_offset, a.toc.group_name.as_str()), (16, "g"));
+    assert!(matches!(Archive::open(&file(16 + 256 * MIB + 1, 16)), Err(KpackError::BadTocOffset { offset: 16, .. })));
+    let a = Archive::open(&file(300 * MIB, 300 * MIB - toc.len() as u64)).unwrap();
+    assert_eq!(a.toc.group_name, "g");
+}
+
+/// The runtime's limits on a `zstd-per-kernel` region (docs/kpack-archives.md:
+/// at most 4 GiB, at most 2^20 frames), each at the limit and one past it;
+/// and a count that cannot fit is refused as such, before any frame is read.
+#[test]
+fn frame_count_and_region_limits() {
+    let archive = |count: u32, zsize: u64| {
+        let toc_at = 64 + zsize;
+        let toc = zstd_toc(&[], 64, zsize);
+        Sparse { size: toc_at + toc.len() as u64, pieces: vec![(0, header(toc_at)), (64, count.to_le_bytes().to_vec()), (toc_at, toc)] }
+    };
+    // 2^20 empty frames (count, then 2^20 zero lengths) and one more.
+    let max = 1u32 << 20;
+    assert_eq!(Archive::open(&archive(max, 4 + 4 * max as u64)).unwrap().frames.len(), max as usize);
+    let too_many = Archive::open(&archive(max + 1, 4 + 4 * (max as u64 + 1)));
+    assert!(matches!(&too_many, Err(KpackError::TocField("zstd_size", why)) if why.contains("do not fit")), "{too_many:?}");
+    // A 4 GiB region holding no frames, and one byte more.
+    assert_eq!(Archive::open(&archive(0, 4 << 30)).unwrap().frames, vec![]);
+    assert!(matches!(Archive::open(&archive(0, (4 << 30) + 1)), Err(KpackError::TocField("zstd_offset", _))));
+    // Two frames' lengths cannot fit in an 8-byte region: refused by the
+    // count check (not by reading past the region).
+    for (count, zsize) in [(2u32, 8u64), (3, 12), (1, 4)] {
+        let r = Archive::open(&archive(count, zsize));
+        assert!(matches!(&r, Err(KpackError::TocField("zstd_size", why)) if why.contains(&format!("{count} frames do not fit"))), "{count} in {zsize}: {r:?}");
+    }
+}
+
+/// The writer refuses a blob region over 4 GiB, the runtime's limit
+/// (docs/kpack-archives.md, writing step 3), and no less: a region of
+/// exactly 4 GiB is one the reader opens (`frame_count_and_region_limits`).
+/// Checked on the limit alone: 4 GiB of frames is no unit test.
+#[test]
+fn writer_region_limit_is_the_readers() {
+    assert!(write::check_region(4 << 30).is_ok());
+    assert!(write::check_region((4 << 30) - 1).is_ok());
+    assert!(matches!(write::check_region((4 << 30) + 1), Err(KpackError::Decompress(why)) if why.contains("over 4 GiB")));
 }

@@ -10,7 +10,7 @@ use super::{KpackError, Scheme, Toc, TocEntry, HEADER_LEN, KPACK_MAGIC, KPACK_VE
 const MAX_TOC: u64 = 256 << 20;
 /// Runtime limits for `zstd-per-kernel` (UPSTREAM-NEWEST.md §4).
 const MAX_FRAMES: u32 = 1 << 20;
-const MAX_ZSTD_REGION: u64 = 4 << 30;
+pub(super) const MAX_ZSTD_REGION: u64 = 4 << 30;
 
 /// Frame positions of a `zstd-per-kernel` region: `(absolute offset, len)`.
 pub type FrameTable = Vec<(u64, u64)>;

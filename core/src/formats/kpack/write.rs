@@ -194,9 +194,7 @@ impl ArchiveSpec {
                 region += 4 + f.len() as u64;
             }
         }
-        if region > u64::from(u32::MAX) {
-            return Err(KpackError::Decompress("zstd region over 4 GiB".into()));
-        }
+        check_region(region)?;
         let toc = encode_toc(&self.toc_with(Scheme::Zstd { offset: HEADER_LEN, size: region }));
         out.write_all(&toc).map_err(io)?;
         out.seek(SeekFrom::Start(0)).map_err(io)?;
@@ -205,6 +203,15 @@ impl ArchiveSpec {
         out.flush().map_err(io)?;
         Ok(HEADER_LEN + region + toc.len() as u64)
     }
+}
+
+/// The runtime's limit on a blob region (the reader's too): at most 4 GiB.
+/// A larger archive would be written and then refused by every reader.
+pub(super) fn check_region(region: u64) -> Result<(), KpackError> {
+    if region > super::read::MAX_ZSTD_REGION {
+        return Err(KpackError::Decompress("zstd region over 4 GiB".into()));
+    }
+    Ok(())
 }
 
 /// One code object as one zstd frame (see [`compress_frame`]).

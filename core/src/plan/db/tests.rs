@@ -377,6 +377,37 @@ fn hostile_paths_pass_through() {
     assert!(w2 <= w1 * 21 / 10, "depth 1500: {w1} steps, depth 3000: {w2}");
 }
 
+/// What the rule table shows of itself, written by hand: the `archs` key
+/// of each kind of architecture, a rule set's debug form (where each rule
+/// came from), trailing comments (a `#` at the start or after white space;
+/// inside a name it is part of it) and emptiness.
+#[test]
+fn names_comments_and_listing_by_hand() {
+    let proc = |x| DbArch::Processor { processor: "gfx90a".into(), xnack: x };
+    assert_eq!(proc(None).to_string(), "gfx90a");
+    assert_eq!(proc(Some(false)).to_string(), "gfx90a:xnack-");
+    assert_eq!(proc(Some(true)).to_string(), "gfx90a:xnack+");
+    assert_eq!(DbArch::Family("gfx11".into()).to_string(), "gfx11*");
+
+    let rules = Rules::parse("# header\na/{arch}.db   # trailing\n\nb#1/{arch} -> generic\n", "f.rules");
+    assert!(rules.is_err(), "a capture and a target");
+    let rules = Rules::parse("# header\na/{arch}.db   # trailing\n\nb#1/{arch}.db\t# tab -> gfx942\nc/y.db -> gfx942 #x\n", "f.rules").unwrap();
+    assert_eq!(format!("{rules:?}"), r#"["f.rules:2: a/{arch}.db", "f.rules:4: b#1/{arch}.db", "f.rules:5: c/y.db -> gfx942"]"#);
+    assert!(!rules.is_empty() && !Rules::builtin().is_empty());
+    assert!(Rules::parse("# only a comment\n\n", "f").unwrap().is_empty());
+    // An architecture is `gfx` and at least one digit: names without a
+    // digit are generic, under every capture kind.
+    for name in ["gfx", "gfxx", "gfx-xnack+", "gfx_strict"] {
+        assert_eq!(c(&format!("lib/rocblas/library/TensileLibrary_{name}.dat")), None, "{name}");
+        assert_eq!(c(&format!("lib/libdevice_conv_operations_{name}.a")), None, "{name}");
+        assert_eq!(cdir(&format!("lib/aotriton.images/amd-{name}")), None, "{name}");
+        assert_eq!(c(&format!("share/miopen/db/{name}.kdb")), None, "{name}");
+    }
+    assert_eq!(strip_comment("x#"), "x#");
+    assert_eq!(strip_comment("#"), "");
+    assert_eq!(strip_comment(" x # y # z"), "x");
+}
+
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
