@@ -332,3 +332,22 @@ fn the_base_relocation_directory_at_its_limits() {
         assert_eq!(plan_of(&p), want, "rva {rva:#x} size {size:#x}");
     }
 }
+
+#[test]
+fn base_relocation_block_sizes() {
+    // The third block of `third_reloc_block`, its size field (file 0x6e1c)
+    // rewritten: 8 is a header without entries (nothing to check, so the
+    // pointer into .hip_fat goes unseen); under 8, or running past the
+    // directory's 0x24 bytes, is malformed.
+    let table = [
+        (12, "corrupt PE: pointer at RVA 0x2030 still targets .hip_fat"),
+        (8, "ok"),
+        (4, "corrupt PE: malformed base relocation block"),
+        (13, "corrupt PE: malformed base relocation block"),
+    ];
+    for (size, want) in table {
+        let mut p = third_reloc_block(0x1_8000_5010);
+        put_u32(&mut p, 0x6e1c, size);
+        assert_eq!(plan_of(&p), want, "block size {size}");
+    }
+}
