@@ -351,3 +351,49 @@ fn base_relocation_block_sizes() {
         assert_eq!(plan_of(&p), want, "block size {size}");
     }
 }
+
+#[test]
+fn probes_need_hip_fat_and_no_marker() {
+    use kpackfs_core::formats::host::{probe, probe_class, Probe};
+    let b = dll();
+    assert_eq!(probe_class(&b).unwrap(), Probe::Fat);
+    assert!(probe(&b));
+    // .hip_fat renamed: no device code section, a plain file.
+    let mut p = b.clone();
+    let f = section_header(&p, 4);
+    p[f + 7] = b'X';
+    assert_eq!(probe_class(&p).unwrap(), Probe::Plain);
+    assert!(!probe(&p));
+    // The reference tool's kpack'd output carries .kpackrf: not again.
+    let done = read(common::vectors().join("generated-golden/pe/w.dll.kpacked"));
+    assert_eq!(probe_class(&done).unwrap(), Probe::Plain);
+    assert!(!probe(&done));
+}
+
+/// `inspect`'s account of a PE file, checked against the section headers
+/// as read above, clang-offload-bundler's entry list for hip_one.dll
+/// (test_assets/expected/hip_one.dll/index.tsv) and the marker the
+/// reference tool was given for w.dll (test_assets/vectors/README.md).
+#[test]
+fn describe_by_hand() {
+    use kpackfs_core::formats::host::Host;
+    let b = dll();
+    let mut out = String::new();
+    Host::open(&b).unwrap().describe(&mut out, &b).unwrap();
+    for line in [
+        "PE32+ image base 0x180000000, 28672 bytes, file/section alignment 0x200/0x1000, 6 sections",
+        "  .hip_fat rva 0x005000 vsize 0x0062a1 raw 0x000a00+0x006400 flags 0x40000040",
+        "fat binary: would be transformed",
+        ".hipFatB: 1 wrapper(s)",
+        ".hip_fat: 25249 bytes at file offset 0xa00",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in:\n{out}");
+    }
+    for id in ["gfx1030", "gfx906", "gfx90a:xnack+", "gfx90a:xnack-"] {
+        assert!(out.contains(&format!("(hipv4-amdgcn-amd-amdhsa--{id})")), "entry {id} missing in:\n{out}");
+    }
+    let done = read(common::vectors().join("generated-golden/pe/w.dll.kpacked"));
+    let mut out = String::new();
+    Host::open(&done).unwrap().describe(&mut out, &done).unwrap();
+    assert!(out.lines().any(|l| l == ".kpackrf: kernel_name \"bin/w.dll\", search paths [\"../.kpack/t_@GFXARCH@.kpack\"]"), "{out}");
+}
