@@ -397,3 +397,46 @@ fn describe_by_hand() {
     Host::open(&done).unwrap().describe(&mut out, &done).unwrap();
     assert!(out.lines().any(|l| l == ".kpackrf: kernel_name \"bin/w.dll\", search paths [\"../.kpack/t_@GFXARCH@.kpack\"]"), "{out}");
 }
+
+#[test]
+fn trailing_data_and_the_certificate() {
+    // hip_cert.dll: sections end at 0x8000, its Authenticode certificate
+    // (security directory 0x8000 + 0x68) ends the file. Only a
+    // certificate that starts at or after the sections' end and ends the
+    // file is dropped; any other trailing data is refused.
+    let cert = read(assets().join("bin/hip_cert.dll"));
+    let sec = opt(&cert) + 112 + 4 * 8;
+    assert_eq!((cert.len(), u32_at(&cert, sec), u32_at(&cert, sec + 4)), (0x8068, 0x8000, 0x68));
+    let with_dir = |b: &[u8], off: u32, size: u32| {
+        let mut p = b.to_vec();
+        put_u32(&mut p, sec, off);
+        put_u32(&mut p, sec + 4, size);
+        p
+    };
+    let trailing = "unsupported PE: 104 bytes of trailing data after the last section";
+    let table: [(u32, u32, &str); 5] = [
+        (0x8000, 0x68, "ok"),
+        (0x8000, 0x67, trailing), // does not end the file
+        (0x7ff8, 0x70, trailing), // starts inside the last section
+        (0x8068, 0, trailing),    // empty, at the end
+        (0, 0, trailing),         // no certificate
+    ];
+    for (off, size, want) in table {
+        assert_eq!(plan_of(&with_dir(&cert, off, size)), want, "security directory {off:#x} + {size:#x}");
+    }
+    // hip_one.dll's sections end at its end: nothing trails.
+    assert_eq!(plan_of(&dll()), "ok");
+}
+
+#[test]
+fn room_for_the_marker_section_header() {
+    // hip_one.dll's section table ends at 0x270 (0x180 + 6 x 40); the
+    // marker's header needs 40 more bytes within SizeOfHeaders.
+    let b = dll();
+    assert_eq!(section_table(&b) + 6 * 40, 0x270);
+    for (size_of_headers, want) in [(0x298u32, "ok"), (0x297, "unsupported PE: no room in the headers for one more section header")] {
+        let mut p = b.clone();
+        put_u32(&mut p, opt(&b) + 60, size_of_headers);
+        assert_eq!(plan_of(&p), want, "SizeOfHeaders {size_of_headers:#x}");
+    }
+}
