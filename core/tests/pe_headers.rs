@@ -440,3 +440,27 @@ fn room_for_the_marker_section_header() {
         assert_eq!(plan_of(&p), want, "SizeOfHeaders {size_of_headers:#x}");
     }
 }
+
+#[test]
+fn the_marker_starts_file_aligned_after_unaligned_raw_data() {
+    // .reloc's raw data cut to 0x100 bytes (file ends at 0x6f00). The
+    // transform drops .hip_fat's whole pages (0x5000..0xb000 of its
+    // 0x62a1-byte range: 0x6000 bytes), so .reloc's data ends at 0xf00;
+    // the marker section's raw data must start at the next file-alignment
+    // boundary, 0x1000, the gap zero-filled, and run one aligned unit.
+    use kpackfs_core::formats::bundle::ccob::Uncached;
+    use kpackfs_core::formats::marker::Marker;
+    let mut p = dll();
+    let r = section_header(&p, 5);
+    assert_eq!(&p[r..r + 6], b".reloc");
+    put_u32(&mut p, r + 16, 0x100);
+    p.truncate(0x6f00);
+    let m = Marker { search_paths: vec!["../.kpack/t_@GFXARCH@.kpack".into()], kernel_name: "bin/hip_one.dll".into() }.encode();
+    let pe = PeFile::parse(&p).unwrap();
+    let plan = kpackfs_core::formats::pe::plan(&p, &pe, &m).unwrap();
+    let out = plan.layout.materialize(&p, &Uncached).unwrap();
+    assert_eq!(out.len(), 0x1000 + 0x200);
+    assert_eq!(&out[0xe00..0xf00], &p[0x6e00..0x6f00], ".reloc moved up by the dropped pages");
+    assert!(out[0xf00..0x1000].iter().all(|&b| b == 0), "the gap is zeros");
+    assert_eq!(&out[0x1000..0x1000 + m.len()], &m[..]);
+}
