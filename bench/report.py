@@ -102,7 +102,7 @@ def main():
                 if it in ("transformed", "archive") and c == "warm" and b == "direct":
                     t = 0.90 if it == "archive" else 0.80
                     tgt, met = f"≥ {t:.2f}", ok(r is not None and r >= t)
-                elif b == "direct":
+                if it == "data" and b == "direct":
                     tgt, met = "≥ 0.90", ok(r is not None and r >= 0.90)
                 row("3", f"seq. read {label}, {c}", kk, "MB/s", b, bb, tgt, met)
             km = med(f"f3.{c}.{it}.materialized.mbps")

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::formats::host::{self, NotTransformed, Probe};
 use crate::source::{SourceKind, SourceStat};
@@ -34,6 +34,7 @@ pub(super) const MAX_PLANS: usize = 1 << 16;
 /// when the plan has started and ending it themselves, with no timing.
 #[cfg(debug_assertions)]
 fn slow_plan_hook(rel: &str) {
+    use std::sync::OnceLock;
     static HOOK: OnceLock<Option<(String, String)>> = OnceLock::new();
     let hook = HOOK.get_or_init(|| {
         let v = std::env::var("KPACKFS_TEST_SLOW_PLAN").ok()?;
