@@ -231,10 +231,15 @@ fn wrapper_pointers_and_mapped_bytes() {
     }
 }
 
+/// The marker every plan here is given.
+fn marker() -> Vec<u8> {
+    use kpackfs_core::formats::marker::Marker;
+    Marker { search_paths: vec!["../.kpack/t_@GFXARCH@.kpack".into()], kernel_name: "bin/hip_one.dll".into() }.encode()
+}
+
 /// The planner's answer for `b`: "ok" or its error, as text.
 fn plan_of(b: &[u8]) -> String {
-    use kpackfs_core::formats::marker::Marker;
-    let m = Marker { search_paths: vec!["../.kpack/t_@GFXARCH@.kpack".into()], kernel_name: "bin/hip_one.dll".into() }.encode();
+    let m = marker();
     let src = b.to_vec();
     match PeFile::parse(&src).and_then(|pe| kpackfs_core::formats::pe::plan(&src, &pe, &m)) {
         Ok(_) => "ok".into(),
@@ -449,13 +454,12 @@ fn the_marker_starts_file_aligned_after_unaligned_raw_data() {
     // the marker section's raw data must start at the next file-alignment
     // boundary, 0x1000, the gap zero-filled, and run one aligned unit.
     use kpackfs_core::formats::bundle::ccob::Uncached;
-    use kpackfs_core::formats::marker::Marker;
     let mut p = dll();
     let r = section_header(&p, 5);
     assert_eq!(&p[r..r + 6], b".reloc");
     put_u32(&mut p, r + 16, 0x100);
     p.truncate(0x6f00);
-    let m = Marker { search_paths: vec!["../.kpack/t_@GFXARCH@.kpack".into()], kernel_name: "bin/hip_one.dll".into() }.encode();
+    let m = marker();
     let pe = PeFile::parse(&p).unwrap();
     let plan = kpackfs_core::formats::pe::plan(&p, &pe, &m).unwrap();
     let out = plan.layout.materialize(&p, &Uncached).unwrap();
