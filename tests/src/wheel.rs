@@ -20,13 +20,14 @@ pub fn python(script: &str, args: &[&Path]) -> Output {
 }
 
 /// Writes wheel `out` for distribution `name` `version` with tag `tag`:
-/// `files` are (entry name, file on disk, mode), then METADATA, WHEEL and
-/// a RECORD with every entry's sha256 and size, as a build backend would.
-pub fn write_wheel(out: &Path, name: &str, version: &str, tag: &str, files: &[(&str, &Path, u32)]) {
+/// `files` are (entry name, file on disk, mode), then METADATA (with
+/// `description` as its body when not empty), WHEEL and a RECORD with
+/// every entry's sha256 and size, as a build backend would.
+pub fn write_wheel(out: &Path, name: &str, version: &str, tag: &str, description: &str, files: &[(&str, &Path, u32)]) {
     let script = r#"
 import base64, hashlib, sys, zipfile
-out, name, version, tag = sys.argv[1:5]
-rest = sys.argv[5:]
+out, name, version, tag, desc = sys.argv[1:6]
+rest = sys.argv[6:]
 di = f"{name}-{version}.dist-info"
 rec = []
 with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
@@ -37,13 +38,14 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         rec.append(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}")
     for i in range(0, len(rest), 3):
         add(rest[i], open(rest[i + 1], "rb").read(), int(rest[i + 2], 8))
-    add(di + "/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode())
+    body = f"\n{desc}\n" if desc else ""
+    add(di + "/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{body}".encode())
     add(di + "/WHEEL", f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n".encode())
     rec.append(di + "/RECORD,,")
     z.writestr(di + "/RECORD", "\n".join(rec) + "\n")
 "#;
     let modes: Vec<String> = files.iter().map(|(_, _, m)| format!("{m:o}")).collect();
-    let mut args: Vec<&Path> = vec![out, Path::new(name), Path::new(version), Path::new(tag)];
+    let mut args: Vec<&Path> = vec![out, Path::new(name), Path::new(version), Path::new(tag), Path::new(description)];
     for ((entry, file, _), mode) in files.iter().zip(&modes) {
         args.extend([Path::new(*entry), *file, Path::new(mode.as_str())]);
     }

@@ -485,7 +485,7 @@ fn split_wheel_brings_spirv_with_every_device_extra() {
     files.sort();
     let list: Vec<(&str, &Path, u32)> = files.iter().map(|(n, p)| (n.as_str(), p.as_path(), 0o755)).collect();
     let wheel = dir.path().join(SPV_WHEELS[0]);
-    write_wheel(&wheel, "spvlib", "1.0", "py3-none-linux_x86_64", &list);
+    write_wheel(&wheel, "spvlib", "1.0", "py3-none-linux_x86_64", "", &list);
     let links = dir.path().join("links");
     fs::create_dir(&links).unwrap();
     bootstrap_stub(&links);

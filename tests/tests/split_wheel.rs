@@ -54,34 +54,32 @@ fn gfx1100_library() -> Vec<u8> {
 /// one more entry name.
 fn fat_wheel(dir: &Path, extra: Option<&str>) -> PathBuf {
     let p = dir.join(WHEEL);
-    let hand = dir.join("libgfx11.so");
-    fs::write(&hand, gfx1100_library()).unwrap();
-    let script = r#"
-import base64, hashlib, sys, zipfile
-out, bins, extra, hand = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-rec = []
-with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-    def add(n, d, mode=0o644):
-        zi = zipfile.ZipInfo(n, (2024, 1, 1, 0, 0, 0)); zi.external_attr = (0o100000 | mode) << 16
-        zi.compress_type = zipfile.ZIP_DEFLATED
-        z.writestr(zi, d)
-        rec.append(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}")
-    add("hiplib/__init__.py", b"")
-    for l in ["libtwo.so", "libmulti.so", "librelr.so"]:
-        add(f"hiplib/lib/{l}", open(f"{bins}/{l}", "rb").read(), 0o755)
-    add("hiplib/lib/libgfx11.so", open(hand, "rb").read(), 0o755)
-    add("hiplib/lib/rocblas/library/TensileLibrary_gfx90a.dat", b"t90a")
-    add("hiplib/lib/rocblas/library/TensileLibrary_gfx1030.dat", b"t1030")
-    add("hiplib/lib/rocblas/library/TensileLibrary_gfx1100.dat", b"t1100")
-    add("hiplib/lib/aotriton.images/amd-gfx11xx/flash/attn.aks2", b"gfx11 family image")
-    if extra != "-":
-        add(extra, b"x")
-    add("hiplib-1.2.dist-info/METADATA", b"Metadata-Version: 2.1\nName: hiplib\nVersion: 1.2\n\nA test package.\n")
-    add("hiplib-1.2.dist-info/WHEEL", b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n")
-    rec.append("hiplib-1.2.dist-info/RECORD,,")
-    z.writestr("hiplib-1.2.dist-info/RECORD", "\n".join(rec) + "\n")
-"#;
-    python(script, &[&p, &assets().join("bin"), Path::new(extra.unwrap_or("-")), &hand]);
+    let data = dir.join("fat-wheel-data");
+    fs::create_dir_all(&data).unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let f = data.join(name);
+        fs::write(&f, bytes).unwrap();
+        f
+    };
+    let bins = assets().join("bin");
+    let empty = file("empty", b"");
+    let hand = file("libgfx11.so", &gfx1100_library());
+    let tensile: Vec<(String, PathBuf)> = ["gfx90a", "gfx1030", "gfx1100"]
+        .iter()
+        .map(|g| (format!("hiplib/lib/rocblas/library/TensileLibrary_{g}.dat"), file(g, format!("t{}", &g[3..]).as_bytes())))
+        .collect();
+    let image = file("attn.aks2", b"gfx11 family image");
+    let x = file("extra", b"x");
+    let libs: Vec<(String, PathBuf)> = ["libtwo.so", "libmulti.so", "librelr.so"].iter().map(|l| (format!("hiplib/lib/{l}"), bins.join(l))).collect();
+    let mut files: Vec<(&str, &Path, u32)> = vec![("hiplib/__init__.py", &empty, 0o644)];
+    files.extend(libs.iter().map(|(n, f)| (n.as_str(), f.as_path(), 0o755)));
+    files.push(("hiplib/lib/libgfx11.so", &hand, 0o755));
+    files.extend(tensile.iter().map(|(n, f)| (n.as_str(), f.as_path(), 0o644)));
+    files.push(("hiplib/lib/aotriton.images/amd-gfx11xx/flash/attn.aks2", &image, 0o644));
+    if let Some(e) = extra {
+        files.push((e, &x, 0o644));
+    }
+    write_wheel(&p, "hiplib", "1.2", "py3-none-linux_x86_64", "A test package.", &files);
     p
 }
 
