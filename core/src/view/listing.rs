@@ -115,15 +115,12 @@ impl View {
         const CHUNK: usize = 512;
         let chunks = parallel::chunked(names.len(), CHUNK, |r| self.tree.stat_many(rel, &names[r]));
         let mut out = Vec::with_capacity(names.len());
-        for (i, c) in chunks.into_iter().enumerate() {
+        for (r, c) in chunks {
             match c {
                 Some(stats) => out.extend(stats?),
                 // A thread that panicked: its entries are left out of this
                 // listing (as if each had vanished), not the directory.
-                None => {
-                    let n = names.len().min((i + 1) * CHUNK) - i * CHUNK;
-                    out.extend((0..n).map(|_| Err(std::io::Error::other("listing thread failed").into())));
-                }
+                None => out.extend(r.map(|_| Err(std::io::Error::other("listing thread failed").into()))),
             }
         }
         Ok(out)

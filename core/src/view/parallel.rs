@@ -16,15 +16,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub(super) const THREADS: usize = 4;
 
 /// `f` applied to each chunk of `0..n` (chunks of `size` items), on up to
-/// [`THREADS`] threads; the results in chunk order, `None` for a chunk
-/// whose work panicked (the caller treats its items as unanswered).
-pub(super) fn chunked<T: Send>(n: usize, size: usize, f: impl Fn(Range<usize>) -> T + Sync) -> Vec<Option<T>> {
+/// [`THREADS`] threads; each chunk's range with its result, in chunk
+/// order, `None` for a chunk whose work panicked (the caller treats its
+/// items as unanswered).
+pub(super) fn chunked<T: Send>(n: usize, size: usize, f: impl Fn(Range<usize>) -> T + Sync) -> Vec<(Range<usize>, Option<T>)> {
     let size = size.max(1);
     let ranges: Vec<Range<usize>> = (0..n).step_by(size).map(|s| s..(s + size).min(n)).collect();
     let threads = THREADS.min(ranges.len());
     let run = |r: Range<usize>| std::panic::catch_unwind(AssertUnwindSafe(|| f(r))).ok();
     if threads <= 1 {
-        return ranges.into_iter().map(run).collect();
+        return ranges.into_iter().map(|r| (r.clone(), run(r))).collect();
     }
     let next = AtomicUsize::new(0);
     let work = || {
@@ -49,7 +50,7 @@ pub(super) fn chunked<T: Send>(n: usize, size: usize, f: impl Fn(Range<usize>) -
             }
         }
     });
-    results
+    ranges.into_iter().zip(results).collect()
 }
 
 #[cfg(test)]
@@ -59,7 +60,13 @@ mod tests {
     #[test]
     fn every_item_once_in_order() {
         for (n, size) in [(0, 4), (1, 4), (4, 4), (5, 4), (1000, 7), (1000, 1000), (3, 0)] {
-            let got: Vec<usize> = chunked(n, size, |r| r.collect::<Vec<_>>()).into_iter().flat_map(|c| c.unwrap()).collect();
+            let got: Vec<usize> = chunked(n, size, |r| r.collect::<Vec<_>>())
+                .into_iter()
+                .flat_map(|(r, c)| {
+                    assert_eq!(c.as_ref(), Some(&r.clone().collect::<Vec<_>>()));
+                    c.unwrap()
+                })
+                .collect();
             assert_eq!(got, (0..n).collect::<Vec<_>>(), "n={n} size={size}");
         }
     }
@@ -71,7 +78,7 @@ mod tests {
             r.len()
         });
         assert_eq!(got.len(), 10);
-        assert_eq!(got[2], None);
-        assert_eq!(got.iter().flatten().sum::<usize>(), 36);
+        assert_eq!(got[2], (8..12, None));
+        assert_eq!(got.iter().filter_map(|(_, c)| *c).sum::<usize>(), 36);
     }
 }

@@ -181,7 +181,7 @@ impl View {
             answers.push(known);
         }
         let found = parallel::chunked(todo.len(), BATCH, |r| self.probe_batch(rel, files, &todo[r]));
-        for (i, p) in found.into_iter().flatten().flatten() {
+        for (i, p) in found.into_iter().filter_map(|(_, c)| c).flatten() {
             answers[i] = Some(p);
         }
         for ((name, st), a) in files.iter().zip(&answers) {
