@@ -151,6 +151,11 @@ pub struct Layout {
 /// Largest piece of a decoded code object one read decodes and holds.
 const DECODE_WINDOW: u64 = 16 << 20;
 
+/// Largest owned or zero piece a coalesced source read reads past (and then
+/// overwrites): patched header fields and table entries, never whole
+/// sections.
+const MAX_PATCH_GAP: u64 = 4096;
+
 impl Layout {
     pub fn new() -> Layout {
         Layout::default()
@@ -299,6 +304,25 @@ impl Layout {
                 _ => (0, e.len),
             };
             let n = ((win_end - within) as usize).min(total - done);
+            if let Piece::Source { offset: so } = e.piece {
+                // Patched tables (section headers, relocations) leave source
+                // runs of a few bytes between owned ones; one read of the
+                // whole span, then the patches over it, costs one syscall
+                // instead of hundreds.
+                let (last, span) = self.source_run(i, within, total - done);
+                if last > i {
+                    let out = &mut buf[done..done + span];
+                    read_exact_at(src, so + within, out)?;
+                    self.overlay(i + 1, last, pos, out);
+                    done += span;
+                    i = last;
+                    let l = &self.extents[last];
+                    if pos + span as u64 == l.start + l.len {
+                        i += 1;
+                    }
+                    continue;
+                }
+            }
             let out = &mut buf[done..done + n];
             match &e.piece {
                 Piece::Source { offset: so } => read_exact_at(src, so + within, out)?,
@@ -320,6 +344,47 @@ impl Layout {
             }
         }
         Ok(done)
+    }
+
+    /// The run that one source read can serve, starting `within` bytes into
+    /// the source extent `i` and at most `room` bytes long: the following
+    /// extents up to the last source extent that continues `i`'s source
+    /// offsets in step (what `write_at` over source bytes leaves), with only
+    /// small owned or zero pieces between them. Returns the index of that
+    /// last extent (`i` when there is none) and the run's length in bytes.
+    fn source_run(&self, i: usize, within: u64, room: usize) -> (usize, usize) {
+        let Some(Extent { start, piece: Piece::Source { offset }, .. }) = self.extents.get(i) else { return (i, 0) };
+        let delta = offset.wrapping_sub(*start);
+        let begin = start + within;
+        let (mut last, mut span) = (i, 0usize);
+        for (j, e) in self.extents.iter().enumerate().skip(i + 1) {
+            if e.start - begin >= room as u64 {
+                break;
+            }
+            match e.piece {
+                Piece::Source { offset } if offset.wrapping_sub(e.start) == delta => {
+                    last = j;
+                    span = ((e.start + e.len - begin) as usize).min(room);
+                }
+                Piece::Bytes { .. } | Piece::Zeros if e.len <= MAX_PATCH_GAP => {}
+                _ => break,
+            }
+        }
+        (last, span)
+    }
+
+    /// Writes the owned and zero pieces of extents `from..=to` over `out`,
+    /// which holds the layout's bytes from `pos` as the source had them.
+    fn overlay(&self, from: usize, to: usize, pos: u64, out: &mut [u8]) {
+        for e in &self.extents[from..=to] {
+            let a = (e.start - pos) as usize;
+            let n = (e.len as usize).min(out.len().saturating_sub(a));
+            match &e.piece {
+                Piece::Bytes { data, offset } => out[a..a + n].copy_from_slice(&data[*offset..*offset + n]),
+                Piece::Zeros => out[a..a + n].fill(0),
+                _ => {}
+            }
+        }
     }
 
     /// Source extents after the one holding `pos` that start within
@@ -498,6 +563,61 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Counts the source reads a layout makes.
+    struct Counting(Vec<u8>, std::sync::atomic::AtomicUsize);
+
+    impl ReadAt for Counting {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.read_at(offset, buf)
+        }
+        fn size(&self) -> io::Result<u64> {
+            self.0.size()
+        }
+    }
+
+    /// A table whose every entry has a patched field (section headers of a
+    /// transformed library) is one source read, not one per entry; a piece
+    /// moved elsewhere, a large owned piece or a blob ends the span. The
+    /// expected bytes are worked out by hand on a plain buffer.
+    #[test]
+    fn patched_tables_are_read_in_one_span() {
+        let src = Counting((0..8192u32).map(|i| (i % 251) as u8).collect(), Default::default());
+        let reads = || src.1.swap(0, std::sync::atomic::Ordering::Relaxed);
+        let mut want: Vec<u8> = src.0[..4096].to_vec();
+        let mut l = Layout::new();
+        l.push_source(0, 4096);
+        for k in 0..64u64 {
+            let at = 64 * k + 24;
+            l.write_at(at, &[0xEE; 8]).unwrap();
+            want[at as usize..at as usize + 8].fill(0xEE);
+        }
+        l.write_at(4000, &[0; 4]).unwrap();
+        l.push_zeros(8);
+        l.push_source(4096 + 8, 100); // in step with the first extent after 8 zeros
+        l.push_source(100, 50); // out of step: a second read
+        l.push_bytes(vec![3u8; 5000]); // too large to read past
+        l.push_source(5150, 10); // in step with the one before it
+        want[4000..4004].fill(0);
+        want.extend([0; 8]);
+        want.extend_from_slice(&src.0[4104..4204]);
+        want.extend_from_slice(&src.0[100..150]);
+        want.extend([3u8; 5000]);
+        want.extend_from_slice(&src.0[5150..5160]);
+        for (off, len) in [(0usize, want.len()), (10, 4000), (4096, 4200), (25, 7), (4100, 2)] {
+            let mut buf = vec![0u8; len];
+            let n = l.read_at(off as u64, &mut buf, &src, &NoDecoding).unwrap();
+            assert_eq!(&buf[..n], &want[off..(off + len).min(want.len())], "read {off}+{len}");
+        }
+        reads();
+        let mut buf = vec![0u8; want.len()];
+        l.read_at(0, &mut buf, &src, &NoDecoding).unwrap();
+        assert_eq!(reads(), 3, "one span up to the zeros' neighbour, one out of step, one after the large piece");
+        let mut buf = vec![0u8; 30];
+        l.read_at(20, &mut buf, &src, &NoDecoding).unwrap();
+        assert_eq!(reads(), 1);
     }
 
     #[test]

@@ -26,6 +26,9 @@ const DECODE_SLOTS: usize = 2;
 /// extents are prefetched (an archive's code objects are ~1-2 MB each).
 const PREFETCH_WINDOW: u64 = 4 << 20;
 
+/// Source gap up to which two upcoming extents share one readahead hint.
+const PREFETCH_JOIN: u64 = 64 << 10;
+
 /// A counting semaphore for [`DECODE_SLOTS`].
 #[derive(Default)]
 pub(super) struct Slots {
@@ -347,12 +350,29 @@ impl OpenFile {
         // Each upcoming extent is prefetched whole, once.
         if self.last_end.swap(end, Ordering::Relaxed) == offset && n > 0 {
             let done = self.prefetched.load(Ordering::Relaxed);
+            // Neighbouring extents (a patched table is hundreds of them)
+            // become one hint per stretch of the source.
+            let mut span: Option<(u64, u64)> = None;
+            let mut upto = done;
             for (start, at, len) in layout.source_extents_after(end, PREFETCH_WINDOW) {
-                if start >= done {
-                    self.file.prefetch(at, len);
-                    self.prefetched.fetch_max(start + len, Ordering::Relaxed);
+                if start < done {
+                    continue;
                 }
+                span = match span {
+                    Some((a, b)) if at >= a && at <= b.saturating_add(PREFETCH_JOIN) => Some((a, b.max(at + len))),
+                    other => {
+                        if let Some((a, b)) = other {
+                            self.file.prefetch(a, b - a);
+                        }
+                        Some((at, at + len))
+                    }
+                };
+                upto = upto.max(start + len);
             }
+            if let Some((a, b)) = span {
+                self.file.prefetch(a, b - a);
+            }
+            self.prefetched.fetch_max(upto, Ordering::Relaxed);
         }
         Ok(n)
     }
