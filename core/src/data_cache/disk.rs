@@ -45,6 +45,7 @@ use thiserror::Error;
 #[cfg(unix)]
 use super::dir::OPEN_FLAGS;
 use super::dir::{create_private, is_private_file, open_private, own_dir, share_all, sync_dir};
+use super::entry::EntryWriter;
 use super::{CacheError, Data, DataCache, EntryFile, Fill, Key};
 
 const META_MAGIC: &[u8; 8] = b"KPFSMETA";
@@ -99,50 +100,6 @@ pub struct DiskCache {
     /// How long to wait for another process's lock ([`LOCK_WAIT`]).
     lock_wait: Duration,
     pub stats: DiskStats,
-}
-
-/// The sink of an entry being written: remembers the first write error, so
-/// that a full disk is told apart from a failed computation (which sees
-/// only its own error).
-struct EntryWriter {
-    file: File,
-    error: Option<io::Error>,
-}
-
-impl EntryWriter {
-    fn note<T>(&mut self, r: io::Result<T>) -> io::Result<T> {
-        if let Err(e) = &r {
-            if self.error.is_none() {
-                self.error = Some(io::Error::new(e.kind(), e.to_string()));
-            }
-        }
-        r
-    }
-}
-
-impl Write for EntryWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let r = self.file.write(buf);
-        self.note(r)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        let r = self.file.flush();
-        self.note(r)
-    }
-}
-
-impl io::Seek for EntryWriter {
-    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
-        let r = self.file.seek(pos);
-        self.note(r)
-    }
-}
-
-impl super::Sink for EntryWriter {
-    fn as_file(&mut self) -> Option<&File> {
-        Some(&self.file)
-    }
 }
 
 /// Whether the file system holding `f` has no space left for this user.
@@ -444,8 +401,8 @@ impl DiskCache {
         // the computation's (the source changed…).
         let r = (|| -> Result<(), Result<CacheError, io::Error>> {
             let f = create_private(&tmp_data).map_err(Err)?;
-            let mut w = EntryWriter { file: f, error: None };
-            if let Err(e) = fill(&mut w) {
+            let mut w = EntryWriter::new(f);
+            if let Err(e) = fill(&mut w).and_then(|()| w.drain().map_err(CacheError::from)) {
                 // Writers that copy in the kernel (`as_file`) bypass the
                 // sink: a file system with no space left tells those.
                 return Err(match w.error.take() {

@@ -11,6 +11,7 @@
 
 mod dir;
 mod disk;
+mod entry;
 mod memory;
 mod records;
 

@@ -410,14 +410,30 @@ impl OpenFile {
 
     /// Writes the served bytes to a cache sink: in-kernel copies when it
     /// is a file, else through memory.
+    /// A layout goes through the sink in 1 MiB pieces rather than by
+    /// in-kernel copy: the sink writes them as aligned chunks, which the
+    /// page cache keeps in large folios (an in-kernel copy moves 64 KiB at
+    /// a time), and these copies exist to be read warm.
     pub(super) fn write_to_sink(&self, sink: &mut dyn Sink) -> Result<u64> {
-        if let Some(f) = sink.as_file() {
-            return self.write_to(f);
-        }
+        let layout = match (&self.content, self.layout()) {
+            (Content::Compressed(_), _) | (_, None) => None,
+            (_, Some(l)) if self.materialized.is_none() => Some(l),
+            _ => None,
+        };
+        let Some(layout) = layout else {
+            if let Some(f) = sink.as_file() {
+                return self.write_to(f);
+            }
+            return self.copy_through(sink, &mut |pos, buf| self.read_at(pos, buf));
+        };
+        self.copy_through(sink, &mut |pos, buf| self.read_layout(layout, pos, buf))
+    }
+
+    fn copy_through(&self, sink: &mut dyn Sink, read: &mut dyn FnMut(u64, &mut [u8]) -> Result<usize>) -> Result<u64> {
         let mut buf = vec![0u8; 1 << 20];
         let mut pos = 0;
         while pos < self.len() {
-            let n = self.read_at(pos, &mut buf)?;
+            let n = read(pos, &mut buf)?;
             if n == 0 {
                 return Err(Error::Changed(self.path.display().to_string()));
             }
