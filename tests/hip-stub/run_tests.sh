@@ -13,7 +13,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # The compatibility vectors of this checkout (override with VEC=DIR).
 VEC=${VEC:-$(cd "$HERE/../../test_assets/vectors" && pwd)}
 GOLD=$VEC/generated-golden
-W=${1:-$(mktemp -d /tmp/hipstub-test.XXXXXX)}
+# A workdir of its own is removed after a clean run and kept (and named)
+# after a failure; one given as $1 is the caller's and always kept.
+if [ $# -ge 1 ]; then W=$1; OWN=0; else W=$(mktemp -d "${TMPDIR:-/tmp}/hipstub-test.XXXXXX"); OWN=1; fi
 mkdir -p "$W"
 BUNDLER=${BUNDLER:-/usr/lib/llvm-15/bin/clang-offload-bundler}
 CFLAGS="-Wall -Wextra -Werror -O2"
@@ -203,5 +205,10 @@ else
     echo "skip HIPK checks (no bundler)"
 fi
 
-echo "== $pass passed, $fail failed (workdir $W)"
+if [ $fail = 0 ] && [ $OWN = 1 ]; then
+    rm -rf "$W"
+    echo "== $pass passed, $fail failed"
+else
+    echo "== $pass passed, $fail failed (workdir $W)"
+fi
 [ $fail = 0 ]
