@@ -53,6 +53,9 @@ fn xattr_reply(r: Result<XattrReply, Errno>, reply: ReplyXattr) {
     }
 }
 
+/// The kernel's readahead window for files of the mount (see `init`).
+const READAHEAD: u32 = 128 << 10;
+
 impl Filesystem for KpackFs {
     fn init(&mut self, _req: &Request, cfg: &mut KernelConfig) -> std::io::Result<()> {
         for flag in [
@@ -66,7 +69,14 @@ impl Filesystem for KpackFs {
                 log::debug!("kernel lacks {flag:?}");
             }
         }
-        let _ = cfg.set_max_readahead(1 << 20).or_else(|max| cfg.set_max_readahead(max));
+        // Readahead windows of 128 KiB (the kernel's own default for FUSE):
+        // measured on cold sequential reads of librocsparse's archive and
+        // transformed library, 128 KiB windows ran 1.15-1.25x faster than
+        // 1 MiB ones (each window is one request the reader waits on whole;
+        // the source file's own readahead keeps the disk ahead either way).
+        // Requests still carry up to 1 MiB where the reader asks for it
+        // (O_DIRECT, large reads): that is max_pages, not readahead.
+        let _ = cfg.set_max_readahead(READAHEAD).or_else(|max| cfg.set_max_readahead(max));
         if self.fs.wants_passthrough() {
             let ok = cfg.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok() && cfg.set_max_stack_depth(1).is_ok();
             self.fs.set_passthrough(ok);
