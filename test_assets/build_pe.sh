@@ -16,7 +16,7 @@
 # Inputs (committed, made by build.sh): bin/libmulti.so, bin/libtwo.so,
 # bin/app_pie and their lines in expected/binaries.sha256 and expected/.
 # Outputs (replaced on every run): bin/hip_one.dll, bin/hip_two.dll,
-# bin/hip_app.exe, bin/hip_cert.dll, expected/<those>/, their lines in
+# bin/hip_app.exe, bin/hip_cert.dll, bin/hip_dbg.dll, expected/<those>/, their lines in
 # expected/binaries.sha256 and the "pe-" lines of expected/toolchain.txt.
 set -euo pipefail
 
@@ -59,8 +59,9 @@ declare -A TWIN=(
   [hip_two.dll]=libtwo.so
   [hip_app.exe]=app_pie
   [hip_cert.dll]=libtwo.so
+  [hip_dbg.dll]=libtwo.so
 )
-PE_FILES=(hip_one.dll hip_two.dll hip_app.exe hip_cert.dll)
+PE_FILES=(hip_one.dll hip_two.dll hip_app.exe hip_cert.dll hip_dbg.dll)
 
 # The inputs must be the committed, checked Linux assets.
 for elf in libmulti.so libtwo.so app_pie; do
@@ -99,6 +100,7 @@ tu two_1.obj 1 libtwo.so.b1.inc
 tu app_0.obj 0 app_pie.b0.inc -DHIP_TU_EXPORT=
 "$CLANG" "${CFLAGS[@]}" -c "$SRC/dll_main.c" -o dll_main.obj
 "$CLANG" "${CFLAGS[@]}" -c "$SRC/app_main.c" -o app_main.obj
+"$CLANG" --target=x86_64-pc-windows-msvc -c "$SRC/dbg_tail.s" -o dbg_tail.obj
 "$DLLTOOL" -m i386:x86-64 -d "$SRC/amdhip64.def" -l amdhip64.lib
 
 echo "== PE: linking ($("$LLD_LINK" --version | sed -n 1p))"
@@ -112,7 +114,21 @@ LDFLAGS=(/nologo /nodefaultlib /dynamicbase /debug:none /Brepro /merge:.CRT=.rda
   /out:hip_two.dll dll_main.obj two_0.obj two_1.obj amdhip64.lib
 "$LLD_LINK" "${LDFLAGS[@]}" /subsystem:console /entry:mainCRTStartup \
   /out:hip_app.exe app_main.obj app_0.obj amdhip64.lib
-for f in hip_one.dll hip_two.dll hip_app.exe; do
+# hip_dbg.dll: hip_two.dll's objects linked with /debug, so it has a debug
+# directory with a CodeView entry (a PDB path written as just the file name:
+# /pdbaltpath:%_PDB%) besides the REPRO one.  In /lldmingw mode lld puts both
+# into .buildid; merged into the discardable .dbgtail of dbg_tail.s they sit
+# behind .hip_fat and .reloc, so their PointerToRawData must move when the
+# transform drops .hip_fat's pages.  (Without this, lld puts them into .rdata,
+# in front of .hip_fat.)  /Brepro with /debug derives the GUID and timestamp
+# from the PDB, which holds the object paths: /pdbsourcepath fixes those (the
+# work directory is random).  The .pdb is not kept.
+"$LLD_LINK" /nologo /nodefaultlib /dynamicbase /debug /pdbaltpath:%_PDB% /Brepro \
+  /pdbsourcepath:/kpackfs-pe \
+  /merge:.CRT=.rdata /lldmingw \
+  /merge:.buildid=.dbgtail /dll /entry:_DllMainCRTStartup \
+  /out:hip_dbg.dll dll_main.obj two_0.obj two_1.obj dbg_tail.obj amdhip64.lib
+for f in hip_one.dll hip_two.dll hip_app.exe hip_dbg.dll; do
   install -m 0755 "$f" "$OUT/$f"
 done
 # hip_two.dll + a fake Authenticode certificate table as a trailing overlay.
@@ -158,6 +174,13 @@ done
 cmp -s -n "$(stat -c %s "$OUT/hip_two.dll")" "$OUT/hip_two.dll" "$OUT/hip_cert.dll" &&
   die "hip_cert.dll: headers unchanged"
 [[ "$(value "$XEXP/hip_app.exe/layout.tsv" pe_kind)" == exe ]] || die "hip_app.exe is not an EXE"
+# hip_dbg.dll: its CodeView debug entry's data lies behind .hip_fat.
+cv_ptr="$("$READOBJ" --coff-debug-directory "$OUT/hip_dbg.dll" |
+  awk '/Type: CodeView/ {f=1} f && /PointerToRawData:/ {print $2; exit}')"
+fat_end=$(( $(value "$XEXP/hip_dbg.dll/layout.tsv" fat_section_raw_offset) +
+            $(value "$XEXP/hip_dbg.dll/layout.tsv" fat_section_raw_size) ))
+[[ -n $cv_ptr ]] && (( cv_ptr >= fat_end )) ||
+  die "hip_dbg.dll: no CodeView debug entry behind .hip_fat (${cv_ptr:-none} < $fat_end)"
 
 echo "== PE: installing into $HERE"
 for f in "${PE_FILES[@]}"; do

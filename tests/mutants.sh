@@ -57,8 +57,10 @@ for m in "${modules[@]}"; do
     wrapper)  run wrapper  -f core/src/formats/wrapper.rs -C --lib "${extra[@]}" ;;
     # elf/coff: the module's unit tests and the reference tool's goldens
     # (core/tests/elf_golden.rs, pe_golden.rs; filters name their tests).
+    # coff: pe/ has no unit tests; its tests are pe_golden.rs, pe_headers.rs
+    # and pe_transform.rs, all of them run (no name filter).
     elf)      run elf      -f core/src/formats/elf/transform.rs -C --lib -C --test=elf_golden -C --no-fail-fast "${extra[@]}" -- -- formats::elf libk app_ splitter_outputs not_fat old_kernel wrapper_targets hip_section marker_mapping relocations_into zero_paging ;;
-    coff)     run coff     -f 'core/src/formats/pe/*.rs' -C --lib -C --test=pe_golden -C --no-fail-fast "${extra[@]}" -- -- formats::pe w_dll hostile_pe authenticode non_loadable ;;
+    coff)     run coff     -f 'core/src/formats/pe/*.rs' -C --test=pe_golden -C --test=pe_headers -C --test=pe_transform -C --no-fail-fast "${extra[@]}" ;;
     db)       run db       -f 'core/src/plan/db/*.rs' -C --lib "${extra[@]}" -- -- plan::db:: ;;
     *) echo "mutants.sh: unknown module $m" >&2; exit 2 ;;
   esac

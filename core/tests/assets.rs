@@ -19,8 +19,20 @@ use kpackfs_core::formats::target::Selection;
 use kpackfs_core::view::{ArchiveNaming, NodeType, View, ViewConfig, ROOT_INO};
 use proptest::prelude::*;
 
-const FAT: &[&str] =
-    &["libmulti.so", "libtwo.so", "app_pie", "app_nopie", "librdc.so", "librelr.so", "libpage.so", "hip_one.dll", "hip_two.dll", "hip_app.exe", "hip_cert.dll"];
+const FAT: &[&str] = &[
+    "libmulti.so",
+    "libtwo.so",
+    "app_pie",
+    "app_nopie",
+    "librdc.so",
+    "librelr.so",
+    "libpage.so",
+    "hip_one.dll",
+    "hip_two.dll",
+    "hip_app.exe",
+    "hip_cert.dll",
+    "hip_dbg.dll",
+];
 
 /// index.tsv rows: (bundle index, arch, file).
 fn expected_index(bin: &str) -> Vec<(usize, String, PathBuf)> {

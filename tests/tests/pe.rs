@@ -11,7 +11,7 @@ use kpackfs_core::formats::target::TargetId;
 use kpackfs_core::tools::resolve::{self, LoaderEnv, LoaderGen};
 use kpackfs_tests::*;
 
-const PE: &[&str] = &["hip_one.dll", "hip_two.dll", "hip_app.exe", "hip_cert.dll"];
+const PE: &[&str] = &["hip_one.dll", "hip_two.dll", "hip_app.exe", "hip_cert.dll", "hip_dbg.dll"];
 
 fn source() -> TempDir {
     let dir = tempdir();
@@ -32,7 +32,7 @@ fn wrapper_bundles(file: &str) -> Vec<usize> {
 fn arch_for(file: &str, device: &str) -> &'static str {
     match (device, file) {
         ("gfx1030", _) => "gfx1030",
-        (_, "hip_two.dll") | (_, "hip_cert.dll") => "gfx90a",
+        (_, "hip_two.dll" | "hip_cert.dll" | "hip_dbg.dll") => "gfx90a",
         _ => "gfx90a:xnack-",
     }
 }
