@@ -557,6 +557,9 @@ fn verify(st: &State<'_>) -> Result<(), ElfError> {
 }
 
 #[cfg(test)]
+mod verify_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
