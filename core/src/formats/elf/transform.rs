@@ -558,6 +558,8 @@ fn verify(st: &State<'_>) -> Result<(), ElfError> {
 
 #[cfg(test)]
 mod verify_tests;
+#[cfg(test)]
+mod zero_page_tests;
 
 #[cfg(test)]
 mod tests {
