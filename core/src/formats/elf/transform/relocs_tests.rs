@@ -82,13 +82,14 @@ fn a_wrapper_relocated_in_place_keeps_the_marker_address() {
 /// Step E reads in-place relocated words through a 64 KiB window from the
 /// first one. A word at the window's last 8 bytes, and one starting
 /// exactly where the window ends, must both be read (the second with a
-/// new window). File of 0x30000 bytes mapped at address = offset;
-/// `.hip_fatbin` [0x20000, 0x21000); words at 0x1000 (pointing at 0x10,
-/// harmless), 0x10ff8 and 0x11000.
+/// new window), and so must a first word at file offset 0. File of
+/// 0x30000 bytes mapped at address = offset; `.hip_fatbin`
+/// [0x20000, 0x21000); words at 0x1000 (pointing at 0x10, harmless),
+/// 0x10ff8 and 0x11000.
 #[test]
 fn step_e_reads_words_across_its_window() {
     let fatbin = Shdr { addr: 0x20000, size: 0x1000, ..Default::default() };
-    let check = |victim: u64, value: u64| {
+    let check_words = |words: &[u64], victim: u64, value: u64| {
         let mut data = vec![0u8; 0x30000];
         data[0x1000..0x1008].copy_from_slice(&0x10u64.to_le_bytes());
         data[victim as usize..victim as usize + 8].copy_from_slice(&value.to_le_bytes());
@@ -97,14 +98,16 @@ fn step_e_reads_words_across_its_window() {
             Ehdr { raw: [0; 64], e_type: ET_DYN, e_machine: EM_X86_64, phoff: 0x40, shoff: 0, phentsize: 56, phnum: 1, shentsize: 64, shnum: 0, shstrndx: 0 };
         let elf = ElfFile { len: 0x30000, eh: eh.clone(), phdrs: phdrs.clone(), shdrs: vec![], shstrtab: vec![] };
         let st = State { src: &data, buf: Layout::passthrough(0x30000), eh, phdrs, shdrs: vec![], deviations: vec![] };
-        let implicit = [0x1000, 0x10ff8, 0x11000].into_iter().collect();
+        let implicit = words.iter().copied().collect();
         match check_no_fatbin_pointers(&st, &elf, &[], &implicit, &Default::default(), &fatbin) {
             Ok(()) => None,
             Err(ElfError::Corrupt(why)) => Some(why),
             Err(e) => panic!("{e}"),
         }
     };
+    let check = |victim, value| check_words(&[0x1000, 0x10ff8, 0x11000], victim, value);
     assert_eq!(check(0x11000, 0x1fff), None);
     assert_eq!(check(0x11000, 0x20000).as_deref(), Some("pointer at 0x11000 still points into .hip_fatbin"));
     assert_eq!(check(0x10ff8, 0x20fff).as_deref(), Some("pointer at 0x10ff8 still points into .hip_fatbin"));
+    assert_eq!(check_words(&[0], 0, 0x20000).as_deref(), Some("pointer at 0x0 still points into .hip_fatbin"));
 }
