@@ -13,6 +13,9 @@ static NO_SOURCE: Vec<u8> = Vec::new();
 
 const LEN: u64 = 0x3000;
 
+/// A header table: file offset and number of entries.
+type Table = (u64, u16);
+
 fn load(offset: u64, vaddr: u64, filesz: u64) -> Phdr {
     Phdr { p_type: PT_LOAD, flags: PF_R, offset, vaddr, paddr: vaddr, filesz, memsz: filesz.max(0x100), align: PAGE }
 }
@@ -24,7 +27,7 @@ fn sections(strtab_name: u32) -> Vec<Shdr> {
 
 /// A state of `LEN` bytes with the program header table at `ph`
 /// (offset, count) and the section header table at `sh`.
-fn verify_state(ph: (u64, u16), sh: (u64, u16), phdrs: Vec<Phdr>, shdrs: Vec<Shdr>) -> Result<(), ElfError> {
+fn verify_state(ph: Table, sh: Table, phdrs: Vec<Phdr>, shdrs: Vec<Shdr>) -> Result<(), ElfError> {
     let eh = Ehdr {
         raw: [0; 64],
         e_type: ET_DYN,
@@ -53,8 +56,8 @@ fn b() -> Phdr {
 /// The tables where a linker puts them: program headers after the ELF
 /// header (2 of them: [0x40, 0xb0)), section headers ending the file
 /// (2: [0x2f80, 0x3000)).
-const PH: (u64, u16) = (0x40, 2);
-const SH: (u64, u16) = (LEN - 2 * SHDR_SIZE, 2);
+const PH: Table = (0x40, 2);
+const SH: Table = (LEN - 2 * SHDR_SIZE, 2);
 
 fn refused(r: Result<(), ElfError>, why: &str) -> bool {
     matches!(&r, Err(ElfError::Corrupt(w)) if w.contains(why))
@@ -63,7 +66,7 @@ fn refused(r: Result<(), ElfError>, why: &str) -> bool {
 #[test]
 fn verify_accepts_segments_and_tables_at_their_edges() {
     let phdr = Phdr { p_type: PT_PHDR, offset: 0x40, vaddr: 0x40, filesz: 0x70, memsz: 0x70, ..Default::default() };
-    let cases: Vec<(&str, (u64, u16), (u64, u16), Vec<Phdr>)> = vec![
+    let cases: Vec<(&str, Table, Table, Vec<Phdr>)> = vec![
         ("adjacent segments", PH, SH, vec![a(), b()]),
         ("adjacent segments, the later one first", PH, SH, vec![b(), a()]),
         // A segment without file bytes shares none, wherever its offset.
@@ -107,7 +110,7 @@ fn verify_refuses_broken_header_tables() {
     assert!(refused(verify_state(PH, SH, ok(), sections(16)), "section name outside .shstrtab"));
     let stray = Phdr { p_type: PT_PHDR, offset: 0x48, vaddr: 0x48, filesz: 0x70, memsz: 0x70, ..Default::default() };
     assert!(refused(verify_state(PH, SH, vec![stray, a(), b()], sections(1)), "PT_PHDR does not describe"));
-    let cases: Vec<(&str, (u64, u16), (u64, u16), &str)> = vec![
+    let cases: Vec<(&str, Table, Table, &str)> = vec![
         // 4 program headers [0x40, 0x120), section headers from 0x118.
         ("section headers in the program headers' last entry", (0x40, 4), (0x118, 2), "overlaps the program header table"),
         // 2 section headers [0x40, 0xc0), program headers from 0xb4.
