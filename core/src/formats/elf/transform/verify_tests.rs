@@ -1,10 +1,12 @@
 //! Step G on states built by hand. On the planner's own output `verify`
 //! never fails (every step before it keeps the rules it checks), so each
 //! rule is tested here on a state that breaks it at its edge, next to one
-//! that keeps it at the same edge. The expectations are the ELF rules
-//! themselves (gABI: a PT_LOAD's `p_offset` and `p_vaddr` agree modulo the
-//! page size; no two segments share file bytes; the header tables lie in
-//! the file and apart), not the planner's output.
+//! that keeps it at the same edge. The expectations are the rules as
+//! docs/host-binaries.md §5.9 lists them (a PT_LOAD's `p_offset` and
+//! `p_vaddr` agree modulo the page size, as the gABI requires; no two
+//! PT_LOADs share file bytes or an offset; section names inside
+//! `.shstrtab`; PT_PHDR at `e_phoff`; the header tables inside the file and
+//! apart), not the planner's output.
 
 use super::*;
 
