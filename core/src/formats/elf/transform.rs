@@ -557,6 +557,15 @@ fn verify(st: &State<'_>) -> Result<(), ElfError> {
 }
 
 #[cfg(test)]
+mod phdr_tests;
+#[cfg(test)]
+mod relocs_tests;
+#[cfg(test)]
+mod verify_tests;
+#[cfg(test)]
+mod zero_page_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
