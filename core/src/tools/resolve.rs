@@ -232,6 +232,17 @@ fn open_wrappers(binary: &Path) -> Result<(File, Vec<RawWrapper>, PathBuf), Reso
     Ok((file, wrappers, dir))
 }
 
+/// The marker a kpacked wrapper points at: at most [`MAX_MARKER`] bytes of
+/// its mapped range, decoded. One reader for resolving and for the paths
+/// `doctor` and `carried` report, so they never disagree on which markers
+/// can be read; the error is the one [`resolve_each`] reports.
+fn read_marker(file: &File, w: &RawWrapper) -> Result<Marker, LoadError> {
+    let off = w.pointer_offset.ok_or_else(|| LoadError::InvalidMetadata(format!("pointer {:#x?} is not mapped from the file", w.pointer)))?;
+    let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
+    let bytes = read_vec_at(file, off, n).map_err(|e| LoadError::Io(e.to_string()))?;
+    Marker::decode(&bytes).map_err(|e| LoadError::InvalidMetadata(e.to_string()))
+}
+
 /// [`resolve`], handing each wrapper's resolution to `each` as it is made,
 /// in wrapper order: a caller that checks and drops each code object (as
 /// `verify` does) holds one at a time, not the whole library's.
@@ -243,10 +254,7 @@ pub fn resolve_each(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderE
         let co_index = w.wrapper.co_index();
         let result = match w.wrapper.kind() {
             WrapperKind::Kpacked => (|| {
-                let off = w.pointer_offset.ok_or_else(|| LoadError::InvalidMetadata(format!("pointer {:#x?} is not mapped from the file", w.pointer)))?;
-                let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
-                let bytes = read_vec_at(&file, off, n).map_err(|e| LoadError::Io(e.to_string()))?;
-                let marker = Marker::decode(&bytes).map_err(|e| LoadError::InvalidMetadata(e.to_string()))?;
+                let marker = read_marker(&file, &w)?;
                 let key = format!("{}#{}", marker.kernel_name, co_index);
                 let paths = candidates(&marker, &dir, &arch_list, env);
                 let archives = open_candidates(&paths, &mut cache);
@@ -269,11 +277,7 @@ pub fn search_paths(binary: &Path, isa: &TargetId, env: &LoaderEnv) -> Result<Ve
     let arch_list = device_arch_list(isa);
     let mut out: Vec<PathBuf> = Vec::new();
     for w in wrappers.iter().filter(|w| w.wrapper.kind() == WrapperKind::Kpacked) {
-        let Some(off) = w.pointer_offset else { continue };
-        let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
-        let Ok(marker) = read_vec_at(&file, off, n).map_err(|e| e.to_string()).and_then(|b| Marker::decode(&b).map_err(|e| e.to_string())) else {
-            continue;
-        };
+        let Ok(marker) = read_marker(&file, w) else { continue };
         for p in candidates(&marker, &dir, &arch_list, env) {
             if !out.contains(&p) {
                 out.push(p);
@@ -319,11 +323,7 @@ pub fn carried(binary: &Path, env: &LoaderEnv) -> Result<Carried, ResolveError> 
     for w in wrappers {
         match w.wrapper.kind() {
             WrapperKind::Kpacked => {
-                let Some(off) = w.pointer_offset else { continue };
-                let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
-                let Ok(marker) = read_vec_at(&file, off, n).map_err(|e| e.to_string()).and_then(|b| Marker::decode(&b).map_err(|e| e.to_string())) else {
-                    continue;
-                };
+                let Ok(marker) = read_marker(&file, &w) else { continue };
                 // The pattern itself: `candidates` with a placeholder target.
                 let patterns = candidates(&marker, &dir, &[], env);
                 let templated = marker.search_paths.iter().filter(|_| env.path.is_empty()).map(|sp| {
