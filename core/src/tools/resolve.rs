@@ -103,19 +103,26 @@ fn weakly_canonical(p: &Path) -> PathBuf {
     for split in (0..=comps.len()).rev() {
         let head: PathBuf = comps[..split].iter().collect();
         if let Ok(mut c) = head.canonicalize() {
-            for comp in &comps[split..] {
-                match comp {
-                    Component::ParentDir => {
-                        c.pop();
-                    }
-                    Component::CurDir => {}
-                    other => c.push(other.as_os_str()),
-                }
-            }
+            push_lexically(&mut c, comps[split..].iter().copied());
             return c;
         }
     }
     p.to_path_buf()
+}
+
+/// Appends `comps` to `base` without touching the file system: `.` is
+/// dropped, `..` removes the last component. The one lexical rule for
+/// [`weakly_canonical`]'s tail and `doctor`'s RECORD paths.
+pub(crate) fn push_lexically<'a>(base: &mut PathBuf, comps: impl IntoIterator<Item = Component<'a>>) {
+    for comp in comps {
+        match comp {
+            Component::ParentDir => {
+                base.pop();
+            }
+            Component::CurDir => {}
+            other => base.push(other.as_os_str()),
+        }
+    }
 }
 
 /// The ordered candidate archive paths for one marker.
@@ -359,4 +366,24 @@ pub fn carried(binary: &Path, env: &LoaderEnv) -> Result<Carried, ResolveError> 
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The existing part is resolved through its symlink; the missing rest
+    /// has `.` dropped and `..` taken lexically, as the loader's
+    /// `weakly_canonical` does.
+    #[cfg(unix)]
+    #[test]
+    fn weakly_canonical_resolves_the_existing_head_and_the_rest_lexically() {
+        let t = tempfile::tempdir().unwrap();
+        let real = t.path().canonicalize().unwrap().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, t.path().join("link")).unwrap();
+        let got = weakly_canonical(&t.path().join("link/missing/../a/./b.kpack"));
+        assert_eq!(got, real.join("a/b.kpack"));
+        assert_eq!(weakly_canonical(&t.path().join("link/x/y/../../..")), real.parent().unwrap());
+    }
 }
