@@ -206,16 +206,22 @@ static void write_all(int fd, const void *p, size_t n, int *err)
     }
 }
 
-static int write_co(const char *dir, unsigned seq, const uint8_t *d, size_t n)
+/* Writes one of a call's output files, `<dir>/<seq>.<ext>` (created or
+ * truncated): `n` bytes of `d`, then the string `tail`.  One function for
+ * the code object and the "would JIT" record, so both are written, and fail,
+ * the same way.  0 on success, -1 if any step failed. */
+static int write_out(const char *dir, unsigned seq, const char *ext, const void *d, size_t n,
+                     const char *tail)
 {
     char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s/%u.co", dir, seq) >= sizeof path)
+    if ((size_t)snprintf(path, sizeof path, "%s/%u.%s", dir, seq, ext) >= sizeof path)
         return -1;
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
     int err = 0;
     write_all(fd, d, n, &err);
+    write_all(fd, tail, strlen(tail), &err);
     if (close(fd) != 0)
         err = 1;
     return err ? -1 : 0;
@@ -283,24 +289,6 @@ static int loader_mode(void)
         return MODE_NEWEST_STRICT;
     hs_dbg("unknown KPACK_STUB_LOADER=%s, using feb2026", m);
     return MODE_FEB2026;
-}
-
-/* Records that the code object of call `seq` is SPIR-V the runtime would
- * JIT-compile: `<seq>.jit` holds the device ISA it would compile for. */
-static int write_jit(const char *dir, unsigned seq, const char *isa)
-{
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s/%u.jit", dir, seq) >= sizeof path)
-        return -1;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -1;
-    int err = 0;
-    write_all(fd, isa, strlen(isa), &err);
-    write_all(fd, "\n", 1, &err);
-    if (close(fd) != 0)
-        err = 1;
-    return err ? -1 : 0;
 }
 
 static void hs_register(unsigned seq, const void *wrapper, const char *outdir)
@@ -381,11 +369,13 @@ static void hs_register(unsigned seq, const void *wrapper, const char *outdir)
         snprintf(magic_s, sizeof magic_s, "0x%08x", magic);
         st = ST_BAD_MAGIC;
     }
-    if (st == ST_OK && write_co(outdir, seq, data, size) != 0)
+    if (st == ST_OK && write_out(outdir, seq, "co", data, size, "") != 0)
         st = ST_WRITE_FAILED;
     /* No JIT here: a SPIR-V blob is recorded as "would JIT" and the call
-     * succeeds, with the SPIR-V bytes in <seq>.co. */
-    if (st == ST_OK && is_spirv_blob(data, size) && write_jit(outdir, seq, archs[0]) != 0)
+     * succeeds, with the SPIR-V bytes in <seq>.co and, in <seq>.jit, the
+     * device ISA the runtime would compile it for. */
+    if (st == ST_OK && is_spirv_blob(data, size) &&
+        write_out(outdir, seq, "jit", archs[0], strlen(archs[0]), "\n") != 0)
         st = ST_WRITE_FAILED;
     if (st != ST_OK)
         size = 0;

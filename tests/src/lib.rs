@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 pub use tempfile::TempDir;
 
+pub mod cache;
 mod runtime;
 pub mod wheel;
 

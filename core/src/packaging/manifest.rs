@@ -164,19 +164,24 @@ impl PackManifest {
 
 /// Lowercase hex SHA-256 of a file, read in 1 MiB pieces.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
-    use sha2::Digest;
+    Ok(digest_file::<sha2::Sha256>(path)?.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The `D` digest of a file, read in 1 MiB pieces (archives and wheels'
+/// files can be large: never the whole file in memory). One reader for the
+/// manifests' hex SHA-256 and the RECORD check's base64 digests.
+pub(crate) fn digest_file<D: sha2::Digest>(path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
-    let mut h = sha2::Sha256::new();
+    let mut h = D::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
         let n = f.read(&mut buf)?;
         if n == 0 {
-            break;
+            return Ok(h.finalize().to_vec());
         }
         h.update(&buf[..n]);
     }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]
@@ -196,6 +201,21 @@ mod tests {
         assert!(a.merge(&c).unwrap_err().contains("gfx1100"));
         let other = PackManifest { component_name: "d".into(), ..b };
         assert!(a.merge(&other).is_err());
+    }
+
+    /// `sha256_file` against digests from elsewhere: FIPS 180-2's "abc",
+    /// and coreutils' `sha256sum` of 2 MiB + 3 bytes (`(i * 7) % 256`), so
+    /// that a piece boundary of the 1 MiB reads is crossed twice.
+    #[test]
+    fn sha256_file_matches_independent_digests() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("abc");
+        std::fs::write(&small, b"abc").unwrap();
+        assert_eq!(sha256_file(&small).unwrap(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        let big = dir.path().join("big");
+        std::fs::write(&big, (0..(1usize << 21) + 3).map(|i| (i * 7 % 256) as u8).collect::<Vec<u8>>()).unwrap();
+        assert_eq!(sha256_file(&big).unwrap(), "fa76ddc2190a64cb8955c079e207644498a3eabc160e73a073e881c7ef2a76f7");
+        assert!(sha256_file(&dir.path().join("missing")).is_err());
     }
 
     proptest::proptest! {

@@ -10,10 +10,11 @@
 //! must match, and nothing may be listed that the wheel lacks.
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::Path;
 
 use sha2::Digest;
+
+use super::manifest::digest_file;
 
 /// Splits one CSV row (RFC 4180 quoting: `"a,b"`, `""` for a quote).
 pub(crate) fn csv_row(line: &str) -> Vec<String> {
@@ -50,16 +51,7 @@ pub(crate) fn csv_field(s: &str) -> String {
 /// for an algorithm weaker than SHA-256 or unknown.
 fn digest(path: &Path, algo: &str) -> Option<std::io::Result<String>> {
     fn run<D: Digest>(path: &Path) -> std::io::Result<String> {
-        let mut f = std::fs::File::open(path)?;
-        let mut h = D::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f.read(&mut buf)?;
-            if n == 0 {
-                return Ok(b64url(&h.finalize()));
-            }
-            h.update(&buf[..n]);
-        }
+        digest_file::<D>(path).map(|d| b64url(&d))
     }
     Some(match algo {
         "sha256" => run::<sha2::Sha256>(path),

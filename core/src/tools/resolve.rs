@@ -103,19 +103,26 @@ fn weakly_canonical(p: &Path) -> PathBuf {
     for split in (0..=comps.len()).rev() {
         let head: PathBuf = comps[..split].iter().collect();
         if let Ok(mut c) = head.canonicalize() {
-            for comp in &comps[split..] {
-                match comp {
-                    Component::ParentDir => {
-                        c.pop();
-                    }
-                    Component::CurDir => {}
-                    other => c.push(other.as_os_str()),
-                }
-            }
+            push_lexically(&mut c, comps[split..].iter().copied());
             return c;
         }
     }
     p.to_path_buf()
+}
+
+/// Appends `comps` to `base` without touching the file system: `.` is
+/// dropped, `..` removes the last component. The one lexical rule for
+/// [`weakly_canonical`]'s tail and `doctor`'s RECORD paths.
+pub(crate) fn push_lexically<'a>(base: &mut PathBuf, comps: impl IntoIterator<Item = Component<'a>>) {
+    for comp in comps {
+        match comp {
+            Component::ParentDir => {
+                base.pop();
+            }
+            Component::CurDir => {}
+            other => base.push(other.as_os_str()),
+        }
+    }
 }
 
 /// The ordered candidate archive paths for one marker.
@@ -232,6 +239,17 @@ fn open_wrappers(binary: &Path) -> Result<(File, Vec<RawWrapper>, PathBuf), Reso
     Ok((file, wrappers, dir))
 }
 
+/// The marker a kpacked wrapper points at: at most [`MAX_MARKER`] bytes of
+/// its mapped range, decoded. One reader for resolving and for the paths
+/// `doctor` and `carried` report, so they never disagree on which markers
+/// can be read; the error is the one [`resolve_each`] reports.
+fn read_marker(file: &File, w: &RawWrapper) -> Result<Marker, LoadError> {
+    let off = w.pointer_offset.ok_or_else(|| LoadError::InvalidMetadata(format!("pointer {:#x?} is not mapped from the file", w.pointer)))?;
+    let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
+    let bytes = read_vec_at(file, off, n).map_err(|e| LoadError::Io(e.to_string()))?;
+    Marker::decode(&bytes).map_err(|e| LoadError::InvalidMetadata(e.to_string()))
+}
+
 /// [`resolve`], handing each wrapper's resolution to `each` as it is made,
 /// in wrapper order: a caller that checks and drops each code object (as
 /// `verify` does) holds one at a time, not the whole library's.
@@ -243,10 +261,7 @@ pub fn resolve_each(binary: &Path, isa: &TargetId, gen: LoaderGen, env: &LoaderE
         let co_index = w.wrapper.co_index();
         let result = match w.wrapper.kind() {
             WrapperKind::Kpacked => (|| {
-                let off = w.pointer_offset.ok_or_else(|| LoadError::InvalidMetadata(format!("pointer {:#x?} is not mapped from the file", w.pointer)))?;
-                let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
-                let bytes = read_vec_at(&file, off, n).map_err(|e| LoadError::Io(e.to_string()))?;
-                let marker = Marker::decode(&bytes).map_err(|e| LoadError::InvalidMetadata(e.to_string()))?;
+                let marker = read_marker(&file, &w)?;
                 let key = format!("{}#{}", marker.kernel_name, co_index);
                 let paths = candidates(&marker, &dir, &arch_list, env);
                 let archives = open_candidates(&paths, &mut cache);
@@ -269,11 +284,7 @@ pub fn search_paths(binary: &Path, isa: &TargetId, env: &LoaderEnv) -> Result<Ve
     let arch_list = device_arch_list(isa);
     let mut out: Vec<PathBuf> = Vec::new();
     for w in wrappers.iter().filter(|w| w.wrapper.kind() == WrapperKind::Kpacked) {
-        let Some(off) = w.pointer_offset else { continue };
-        let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
-        let Ok(marker) = read_vec_at(&file, off, n).map_err(|e| e.to_string()).and_then(|b| Marker::decode(&b).map_err(|e| e.to_string())) else {
-            continue;
-        };
+        let Ok(marker) = read_marker(&file, w) else { continue };
         for p in candidates(&marker, &dir, &arch_list, env) {
             if !out.contains(&p) {
                 out.push(p);
@@ -319,11 +330,7 @@ pub fn carried(binary: &Path, env: &LoaderEnv) -> Result<Carried, ResolveError> 
     for w in wrappers {
         match w.wrapper.kind() {
             WrapperKind::Kpacked => {
-                let Some(off) = w.pointer_offset else { continue };
-                let n = w.mapped_len.min(MAX_MARKER as u64) as usize;
-                let Ok(marker) = read_vec_at(&file, off, n).map_err(|e| e.to_string()).and_then(|b| Marker::decode(&b).map_err(|e| e.to_string())) else {
-                    continue;
-                };
+                let Ok(marker) = read_marker(&file, &w) else { continue };
                 // The pattern itself: `candidates` with a placeholder target.
                 let patterns = candidates(&marker, &dir, &[], env);
                 let templated = marker.search_paths.iter().filter(|_| env.path.is_empty()).map(|sp| {
@@ -359,4 +366,24 @@ pub fn carried(binary: &Path, env: &LoaderEnv) -> Result<Carried, ResolveError> 
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The existing part is resolved through its symlink; the missing rest
+    /// has `.` dropped and `..` taken lexically, as the loader's
+    /// `weakly_canonical` does.
+    #[cfg(unix)]
+    #[test]
+    fn weakly_canonical_resolves_the_existing_head_and_the_rest_lexically() {
+        let t = tempfile::tempdir().unwrap();
+        let real = t.path().canonicalize().unwrap().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, t.path().join("link")).unwrap();
+        let got = weakly_canonical(&t.path().join("link/missing/../a/./b.kpack"));
+        assert_eq!(got, real.join("a/b.kpack"));
+        assert_eq!(weakly_canonical(&t.path().join("link/x/y/../../..")), real.parent().unwrap());
+    }
 }

@@ -6,9 +6,10 @@
 //! extras it offers) to name the `pip install` that fixes a missing archive.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::formats::target::{compatible_targets, generic_of, TargetId};
+use crate::tools::resolve::push_lexically;
 
 /// One installed distribution.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,15 +61,7 @@ pub struct Installed {
 /// may climb out of site-packages to `bin/`).
 fn normalise(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
+    push_lexically(&mut out, p.components());
     out
 }
 
