@@ -348,7 +348,11 @@ fn check_no_fatbin_pointers(
         for r in &sec.entries {
             let target = match r.r_type() {
                 R_X86_64_RELATIVE => Some(r.addend as u64),
-                R_X86_64_64 if r.r_sym() != 0 => symbol_target(st.src, elf, sec.link, r.r_sym(), r.addend)?,
+                // Symbol 0 (S = 0): the word is the addend itself — an
+                // absolute address, which in an image loaded at its link
+                // address (non-PIE) can name the fat section.
+                R_X86_64_64 if r.r_sym() == 0 => Some(r.addend as u64),
+                R_X86_64_64 => symbol_target(st.src, elf, sec.link, r.r_sym(), r.addend)?,
                 _ => None,
             };
             if target.is_some_and(inside) {

@@ -111,3 +111,30 @@ fn step_e_reads_words_across_its_window() {
     assert_eq!(check(0x10ff8, 0x20fff).as_deref(), Some("pointer at 0x10ff8 still points into .hip_fatbin"));
     assert_eq!(check_words(&[0], 0, 0x20000).as_deref(), Some("pointer at 0x0 still points into .hip_fatbin"));
 }
+
+/// An `R_X86_64_64` against symbol 0 resolves to its addend (psABI: S + A,
+/// S = 0). librdc.so's `.rela.dyn` entry 5 (file 0x7a0 + 5 * 24, an
+/// R_X86_64_64 against a device stub) edited to symbol 0: with an addend
+/// inside `.hip_fatbin` [0x3000, 0x7868) the pointer would read zeroed
+/// pages after the transform, so the plan is refused; with one outside it
+/// (0x1180, the stub's own value) the plan goes ahead.
+#[test]
+fn an_absolute_relocation_into_the_fat_section_is_refused() {
+    let data = asset("librdc.so");
+    let at = 0x7a0 + 5 * 24;
+    assert_eq!((u64_at(&data, at), u64_at(&data, at + 8)), (0x8d88, 0x11_0000_0001));
+    let with = |addend: u64| {
+        let mut d = data.clone();
+        d[at + 8..at + 16].copy_from_slice(&1u64.to_le_bytes());
+        d[at + 16..at + 24].copy_from_slice(&addend.to_le_bytes());
+        let marker = crate::formats::marker::Marker::for_group("librdc.so", 0, "lib/librdc.so").encode();
+        plan(&d, &ElfFile::parse(&d).unwrap(), &marker).map(|_| ())
+    };
+    for inside in [0x3000u64, 0x3010, 0x7867] {
+        let e = with(inside).expect_err("a pointer into .hip_fatbin was let through");
+        assert!(e.to_string().contains("still points into .hip_fatbin"), "{e}");
+    }
+    for outside in [0x1180u64, 0x2fff, 0x7868] {
+        with(outside).unwrap();
+    }
+}
