@@ -71,6 +71,24 @@ fn pathological_rules_stay_linear() {
     assert_eq!(rules.classify(std::path::Path::new(&("gfxb".to_string() + &"a".repeat(246)))), None);
 }
 
+/// A `*` can be reached at a position after the positions just past it
+/// have failed: `{a,}` tries the longer text first, so after
+/// `*{a,}*{a,}…` fails from one position it is tried again from the one
+/// before. The `*`'s loop stops where the known failures begin; a loop that
+/// went on to the end of the name each time would cost (number of `*`)² ×
+/// name length, over the bound from 40 or so alternatives on. Here 60, on a
+/// name holding every text the pattern needs, with no match.
+#[test]
+fn star_stops_where_known_failures_begin() {
+    let pattern = "*{a,}".repeat(60) + "*x";
+    let name = "a".repeat(300) + "xb";
+    let path = names(&name);
+    let (found, work) = counted(&pattern, &path);
+    assert_eq!(found, None);
+    assert!(work > 0);
+    assert!(work <= bound(&pattern, &path), "{work} steps, bound {}", bound(&pattern, &path));
+}
+
 /// The prefilter: a path lacking one of the pattern's literal runs within
 /// a single component, or lacking `gfx` where the pattern captures, is
 /// dismissed before any matching work (no steps); a path holding them all
