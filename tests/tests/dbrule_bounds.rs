@@ -37,6 +37,6 @@ fn pathological_operator_rules_do_not_stall_listings() {
     let (mut names, deep_data) = rx.recv_timeout(Duration::from_secs(120)).expect("listing stalled for 120 s");
     names.sort();
     // Neither rule matches: both files are generic and shown.
-    assert_eq!(names, [long, "d".to_string()]);
+    assert_eq!(names, ["d".to_string(), long]);
     assert_eq!(deep_data.as_deref(), Some(&b"x"[..]));
 }
