@@ -28,33 +28,122 @@ fn names(path: &str) -> Vec<PathComp<'_>> {
 /// Issue 18 item 8: one `*a*a*a*a*b{arch}` against a 250-character name
 /// took 47 s of backtracking; `**/` ten times against a 41-deep path 86 s.
 /// Both now take work within the bound (a few thousand steps), and still
-/// give the backtracking answer where one exists.
+/// give the backtracking answer where one exists. The paths hold every
+/// text the rule needs (`a`, `b`, `gfx`; `x`, `gfx`), so the prefilter lets
+/// them through and the walk itself is measured; a short case comes first,
+/// so that a matcher that stops remembering failures fails the bound here
+/// instead of running for minutes.
 #[test]
 fn pathological_rules_stay_linear() {
-    let name = "a".repeat(250);
-    let path = names(&name);
-    let (found, work) = counted("*a*a*a*a*b{arch}", &path);
-    assert_eq!(found, None);
-    assert!(work <= bound("*a*a*a*a*b{arch}", &path), "{work} steps");
+    let stars = "*a*a*a*a*b{arch}";
+    for len in [40, 250] {
+        // The one `b` stands before every `a`: no placement of the four
+        // `*a` leaves a `b` to follow, and every placement is a candidate.
+        let name = "gfxb".to_string() + &"a".repeat(len - 4);
+        let path = names(&name);
+        let (found, work) = counted(stars, &path);
+        assert_eq!(found, None);
+        assert!(work > 0, "the prefilter let the name through: the walk ran");
+        assert!(work <= bound(stars, &path), "{work} steps at length {len}");
+    }
 
     let yes = "a".repeat(240) + "bgfx90a";
-    let (found, work) = counted("*a*a*a*a*b{arch}", &names(&yes));
+    let (found, work) = counted(stars, &names(&yes));
     assert_eq!(found, Some(Some(DbArch::Processor { processor: "gfx90a".into(), xnack: None })));
-    assert!(work <= bound("*a*a*a*a*b{arch}", &names(&yes)), "{work} steps");
+    assert!(work <= bound(stars, &names(&yes)), "{work} steps");
 
-    let deep = vec!["d"; 41].join("/");
     let rule = "**/".repeat(10) + "x/{arch}";
-    let (found, work) = counted(&rule, &names(&deep));
-    assert_eq!(found, None);
-    assert!(work <= bound(&rule, &names(&deep)), "{work} steps");
-    let hit = deep.clone() + "/x/gfx942";
+    for depth in [12, 41] {
+        // `gfx` holds both needles; no component is `x`.
+        let deep = "gfx/".to_string() + &vec!["d"; depth].join("/");
+        let (found, work) = counted(&rule, &names(&deep));
+        assert_eq!(found, None);
+        assert!(work > 0);
+        assert!(work <= bound(&rule, &names(&deep)), "{work} steps at depth {depth}");
+    }
+    let hit = vec!["d"; 41].join("/") + "/x/gfx942";
     let (found, work) = counted(&rule, &names(&hit));
     assert_eq!(found, Some(Some(DbArch::Processor { processor: "gfx942".into(), xnack: None })));
     assert!(work <= bound(&rule, &names(&hit)), "{work} steps");
 
     // The same through the rule table, as a listing would call it.
-    let rules = crate::plan::db::Rules::parse_arg("*a*a*a*a*b{arch}").unwrap();
-    assert_eq!(rules.classify(std::path::Path::new(&name)), None);
+    let rules = crate::plan::db::Rules::parse_arg(stars).unwrap();
+    assert_eq!(rules.classify(std::path::Path::new(&("gfxb".to_string() + &"a".repeat(246)))), None);
+}
+
+/// A `*` can be reached at a position after the positions just past it
+/// have failed: `{a,}` tries the longer text first, so after
+/// `*{a,}*{a,}…` fails from one position it is tried again from the one
+/// before. The `*`'s loop stops where the known failures begin; a loop that
+/// went on to the end of the name each time would cost (number of `*`)² ×
+/// name length, over the bound from 40 or so alternatives on. Here 60, on a
+/// name holding every text the pattern needs, with no match (after a
+/// small case, which a matcher that forgets failures fails at once).
+#[test]
+fn star_stops_where_known_failures_begin() {
+    for (alternatives, len) in [(4, 16), (60, 300)] {
+        let pattern = "*{a,}".repeat(alternatives) + "*x";
+        let name = "a".repeat(len) + "xb";
+        let path = names(&name);
+        let (found, work) = counted(&pattern, &path);
+        assert_eq!(found, None);
+        assert!(work > 0);
+        assert!(work <= bound(&pattern, &path), "{work} steps, bound {}", bound(&pattern, &path));
+    }
+}
+
+/// The prefilter: a path lacking one of the pattern's literal runs within
+/// a single component, or lacking `gfx` where the pattern captures, is
+/// dismissed before any matching work (no steps); a path holding them all
+/// is walked, and the walk decides. Answers written from the pattern by
+/// hand (the built-in Tensile rule of docs/database-files.md).
+#[test]
+fn prefilter_dismisses_paths_lacking_a_literal() {
+    let rule = "**/{rocblas,hipblaslt,hipsparselt}/**/library/*{arch}*.{co,hsaco,dat}";
+    let gfx942 = Some(Some(DbArch::Processor { processor: "gfx942".into(), xnack: None }));
+    // (path, answer, walked)
+    let table: &[(&str, Option<Found>, bool)] = &[
+        ("opt/rocm/lib/rocblas/library/TensileLibrary_gfx942.dat", gfx942.clone(), true),
+        ("rocblas/2.47.0/library/Kernels.so-000-gfx942.hsaco", gfx942, true),
+        // No `library` (only `Library`), no `.`, no `gfx`.
+        ("opt/rocm/lib/rocblas/libs/TensileLibrary_gfx942.dat", None, false),
+        ("opt/rocm/lib/rocblas/library/TensileLibrary_gfx942_dat", None, false),
+        ("opt/rocm/lib/rocblas/library/TensileLibrary_lazy.dat", None, false),
+        // `library` split over two components is not in one of them.
+        ("opt/rocm/lib/rocblas/lib/rary/TensileLibrary_gfx942.dat", None, false),
+        // Every text present, but in the wrong order: the walk says no.
+        ("opt/library/rocblas/TensileLibrary_gfx942.dat", None, true),
+        ("opt/rocm/lib/rocblas/library/gfx942/TensileLibrary.dat", None, true),
+    ];
+    for (path, want, walked) in table {
+        let (found, work) = counted(rule, &names(path));
+        assert_eq!(&found, want, "{path}");
+        assert_eq!(work > 0, *walked, "{path}: {work} steps");
+    }
+    // A directory: `Beneath` holds no text.
+    let mut dir = names("opt/rocm/lib/rocblas");
+    dir.push(PathComp::Beneath);
+    assert_eq!(counted("**/rocblas/**/library/**", &dir), (None, 0));
+}
+
+/// `**` as the last component needs at least one component, so it never
+/// matches an empty path (the served root itself) and matches anything
+/// beneath (docs/database-files.md, the pattern language).
+#[test]
+fn last_double_star_needs_a_component() {
+    assert_eq!(counted("**", &[]).0, None);
+    assert_eq!(counted("**", &names("a")).0, Some(None));
+    assert_eq!(counted("**", &[PathComp::Beneath]).0, Some(None));
+    assert_eq!(counted("a/**", &names("a")).0, None);
+    assert_eq!(counted("a/**", &[PathComp::Name(b"a"), PathComp::Beneath]).0, Some(None));
+    assert_eq!(counted("**/**", &[]).0, None);
+    assert_eq!(counted("**/**", &names("a/b")).0, Some(None));
+    // The `**` loop stops at the end of the path and never asks about a
+    // state past it: with 63 `**` and the empty path the walk's table is
+    // exactly 64 bits, and a fresh thread's table is no larger.
+    let only_stars = vec!["**"; 63].join("/");
+    let fresh = std::thread::spawn(move || counted(&only_stars, &[]).0).join();
+    assert_eq!(fresh.ok(), Some(None));
 }
 
 #[test]
