@@ -9,6 +9,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,7 +23,7 @@ use kpackfs_cli::{normalize_args, open_view, parse_size, selection_warning, sour
 use kpackfs_core::namespace::Namespace;
 use kpackfs_core::view::CopyPolicy;
 
-use crate::mounts::{detach_lazily, is_mountpoint};
+use crate::mounts::{detach_lazily, is_mountpoint, unescape_mountinfo};
 
 /// Set in the detached child: report readiness on stdout.
 const READY_ENV: &str = "KPACKFS_REPORT_READY";
@@ -133,6 +134,26 @@ fn detach_if_still_mounted(mnt: &Path, why: &str) {
         if let Err(e) = detach_lazily(mnt) {
             log::error!("detaching {}: {e}", mnt.display());
         }
+    }
+}
+
+/// Sets the mount's readahead window to [`crate::fuse::READAHEAD`]: the
+/// kernel offers FUSE 128 KiB at init and lets the daemon only lower it;
+/// its bdi knob (root only) raises it. The device number comes from
+/// mountinfo: stat()ing the mountpoint itself would ask this very daemon.
+fn set_readahead(mnt: &Path) {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
+    let Some(dev) = info.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.get(4).map(|m| unescape_mountinfo(m)).as_deref() == Some(mnt.as_os_str().as_bytes())).then(|| f.get(2).map(|d| d.to_string())).flatten()
+    }) else {
+        return;
+    };
+    let knob = format!("/sys/class/bdi/{dev}/read_ahead_kb");
+    let kib = crate::fuse::READAHEAD / 1024;
+    match std::fs::write(&knob, kib.to_string()) {
+        Ok(()) => log::debug!("readahead of {} set to {kib} KiB", mnt.display()),
+        Err(e) => log::debug!("could not set readahead ({knob}: {e}); the kernel's 128 KiB stays"),
     }
 }
 
@@ -395,6 +416,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
     // Kept open until the process ends: its closing wakes the watchdog.
     let _watchdog = if args.auto_unmount { Some(crate::watchdog::spawn(&mnt)?) } else { None };
     let mut session = fuser::Session::new(fs, &mnt, &config).map_err(|e| Failure::runtime(format!("mounting at {}: {e}", mnt.display())))?;
+    set_readahead(&mnt);
     if let Some(w) = watcher {
         let (v, n) = (view.clone(), session.notifier());
         std::thread::Builder::new().name("kpackfs-watch".into()).spawn(move || w.run(v, n)).map_err(|e| Failure::runtime(e.to_string()))?;
