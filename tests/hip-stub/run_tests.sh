@@ -16,7 +16,10 @@ GOLD=$VEC/generated-golden
 # A workdir of its own is removed after a clean run and kept (and named)
 # after a failure; one given as $1 is the caller's and always kept.
 if [ $# -ge 1 ]; then W=$1; OWN=0; else W=$(mktemp -d "${TMPDIR:-/tmp}/hipstub-test.XXXXXX"); OWN=1; fi
-mkdir -p "$W"
+mkdir -p "$W" "$W/tmp"
+# hipcc (clang) leaves an empty temporary directory per compile behind in
+# $TMPDIR: keep them inside the workdir.
+export TMPDIR="$W/tmp"
 BUNDLER=${BUNDLER:-/usr/lib/llvm-15/bin/clang-offload-bundler}
 CFLAGS="-Wall -Wextra -Werror -O2"
 pass=0 fail=0
