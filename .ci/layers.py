@@ -19,7 +19,7 @@ import sys
 # Lower number = lower layer. A module may import only modules of its own
 # or a lower layer.
 LAYERS = {
-    "io": 0, "layout": 0, "source": 0, "staging": 0, "copy": 0,
+    "io": 0, "layout": 0, "layout_tests": 0, "source": 0, "staging": 0, "copy": 0,
     "formats": 1,
     "plan": 2, "data_cache": 2, "machine": 2, "machine_tests": 2,
     "view": 3, "namespace": 3,
