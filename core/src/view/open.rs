@@ -352,24 +352,19 @@ impl OpenFile {
             let done = self.prefetched.load(Ordering::Relaxed);
             // Neighbouring extents (a patched table is hundreds of them)
             // become one hint per stretch of the source.
-            let mut span: Option<(u64, u64)> = None;
+            let mut spans: Vec<(u64, u64)> = Vec::new();
             let mut upto = done;
             for (start, at, len) in layout.source_extents_after(end, PREFETCH_WINDOW) {
                 if start < done {
                     continue;
                 }
-                span = match span {
-                    Some((a, b)) if at >= a && at <= b.saturating_add(PREFETCH_JOIN) => Some((a, b.max(at + len))),
-                    other => {
-                        if let Some((a, b)) = other {
-                            self.file.prefetch(a, b - a);
-                        }
-                        Some((at, at + len))
-                    }
-                };
+                match spans.last_mut() {
+                    Some((a, b)) if at >= *a && at <= b.saturating_add(PREFETCH_JOIN) => *b = (*b).max(at + len),
+                    _ => spans.push((at, at + len)),
+                }
                 upto = upto.max(start + len);
             }
-            if let Some((a, b)) = span {
+            for (a, b) in spans {
                 self.file.prefetch(a, b - a);
             }
             self.prefetched.fetch_max(upto, Ordering::Relaxed);
@@ -408,19 +403,14 @@ impl OpenFile {
         Ok(n)
     }
 
-    /// Writes the served bytes to a cache sink: in-kernel copies when it
-    /// is a file, else through memory.
-    /// A layout goes through the sink in 1 MiB pieces rather than by
-    /// in-kernel copy: the sink writes them as aligned chunks, which the
-    /// page cache keeps in large folios (an in-kernel copy moves 64 KiB at
-    /// a time), and these copies exist to be read warm.
+    /// Writes the served bytes to a cache sink. A layout goes through the
+    /// sink in 1 MiB pieces rather than by in-kernel copy: the sink writes
+    /// them as aligned chunks, which the page cache keeps in large folios
+    /// (an in-kernel copy moves 64 KiB at a time), and these copies exist
+    /// to be read warm. A whole local copy (a cache entry) is copied in the
+    /// kernel when the sink is a file.
     pub(super) fn write_to_sink(&self, sink: &mut dyn Sink) -> Result<u64> {
-        let layout = match (&self.content, self.layout()) {
-            (Content::Compressed(_), _) | (_, None) => None,
-            (_, Some(l)) if self.materialized.is_none() => Some(l),
-            _ => None,
-        };
-        let Some(layout) = layout else {
+        let Some(layout) = self.layout().filter(|_| self.materialized.is_none()) else {
             if let Some(f) = sink.as_file() {
                 return self.write_to(f);
             }
