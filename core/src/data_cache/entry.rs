@@ -35,12 +35,18 @@ impl EntryWriter {
         r
     }
 
+    /// The first write error again, if there was one.
+    fn failed(&self) -> io::Result<()> {
+        match &self.error {
+            Some(e) => Err(io::Error::new(e.kind(), e.to_string())),
+            None => Ok(()),
+        }
+    }
+
     /// Writes the pending bytes. After a failure every later write fails
     /// too: an entry with a hole must never be completed.
     pub(super) fn drain(&mut self) -> io::Result<()> {
-        if let Some(e) = &self.error {
-            return Err(io::Error::new(e.kind(), e.to_string()));
-        }
+        self.failed()?;
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -54,9 +60,7 @@ impl EntryWriter {
 
 impl Write for EntryWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Some(e) = &self.error {
-            return Err(io::Error::new(e.kind(), e.to_string()));
-        }
+        self.failed()?;
         let end = self.at + self.pending.len() as u64;
         let room = WRITE_CHUNK - (end % WRITE_CHUNK as u64) as usize;
         let n = buf.len().min(room);
