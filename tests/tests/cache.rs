@@ -87,6 +87,9 @@ fn the_cache_dir_is_reused_by_remounts_and_bake() {
     assert_eq!(stat_value(&s, "disk_misses"), 0, "{s}");
     assert_eq!(stat_value(&s, "plans_built"), 1, "{s}");
     assert!(fs::read(m.path(ARCHIVE)).unwrap() == want);
+    // Sealed by the daemon that wrote it, in this boot: served without
+    // reading it whole for its checksum first (data_cache/meta.rs).
+    assert_eq!(stat_value(&stats(&m.mnt), "disk_checked"), 0);
     // And so does bake, and a second daemon on the same directory.
     let b = bake(src.path(), "gfx90a", &opts);
     assert!(fs::read(b.path().join("out").join(ARCHIVE)).unwrap() == want);
@@ -171,7 +174,8 @@ fn a_daemon_killed_while_writing_or_a_damaged_entry_never_serves_wrong_bytes() {
     fs::write(&data[0], &b).unwrap();
     let m = Mount::new(Some(src.path()), "gfx90a", &["--cache-dir", dir.to_str().unwrap()]);
     assert!(fs::read(m.path(ARCHIVE)).unwrap() == want, "a damaged entry was served");
-    assert_eq!(stat_value(&stats(&m.mnt), "disk_damaged"), 1);
+    let s = stats(&m.mnt);
+    assert_eq!((stat_value(&s, "disk_damaged"), stat_value(&s, "disk_checked")), (1, 1), "{s}");
     // A truncated one too.
     drop(m);
     let data = entries(&dir, ".data");

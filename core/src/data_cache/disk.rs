@@ -46,12 +46,9 @@ use thiserror::Error;
 use super::dir::OPEN_FLAGS;
 use super::dir::{create_private, is_private_file, open_private, own_dir, share_all, sync_dir};
 use super::entry::EntryWriter;
+use super::meta::{self, Meta, Seal};
 use super::{CacheError, Data, DataCache, EntryFile, Fill, Key};
 
-const META_MAGIC: &[u8; 8] = b"KPFSMETA";
-/// Bumped when the meta layout or the meaning of entries changes.
-const META_VERSION: u32 = 1;
-const META_LEN: usize = 28;
 const TMP_PREFIX: &str = "tmp.";
 /// A used entry's meta mtime is refreshed at most this often.
 const TOUCH_EVERY: Duration = Duration::from_secs(60);
@@ -83,6 +80,9 @@ pub struct DiskStats {
     pub evictions: AtomicU64,
     /// Entries found damaged (length or checksum) and removed.
     pub damaged: AtomicU64,
+    /// Entries read whole for their checksum before use (not sealed in
+    /// this boot, or changed since: see `meta.rs`).
+    pub checked: AtomicU64,
 }
 
 pub struct DiskCache {
@@ -92,6 +92,8 @@ pub struct DiskCache {
     inflight: DashMap<Key, Arc<Mutex<()>>>,
     /// Entries whose checksum this process has verified: (inode, length).
     verified: DashMap<Key, (u64, u64)>,
+    /// This boot's id: entries sealed in it are trusted unread (`meta.rs`).
+    boot: Option<[u8; 16]>,
     evicting: Mutex<()>,
     /// Writes are failing (warned once until one succeeds again) and are
     /// not tried again before this instant.
@@ -153,30 +155,6 @@ fn read_at(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
     std::os::windows::fs::FileExt::seek_read(f, buf, off)
 }
 
-fn encode_meta(len: u64, crc: u32) -> [u8; META_LEN] {
-    let mut m = [0u8; META_LEN];
-    m[..8].copy_from_slice(META_MAGIC);
-    m[8..12].copy_from_slice(&META_VERSION.to_le_bytes());
-    m[12..20].copy_from_slice(&len.to_le_bytes());
-    m[20..24].copy_from_slice(&crc.to_le_bytes());
-    // A checksum of the meta itself: a torn meta is a miss, not a lie.
-    let c = crc32fast::hash(&m[..24]);
-    m[24..28].copy_from_slice(&c.to_le_bytes());
-    m
-}
-
-fn decode_meta(m: &[u8]) -> Option<(u64, u32)> {
-    if m.len() != META_LEN || &m[..8] != META_MAGIC || m[8..12] != META_VERSION.to_le_bytes() {
-        return None;
-    }
-    let u32_at = |i: usize| m.get(i..i + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
-    let len = m.get(12..20).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)?;
-    if crc32fast::hash(&m[..24]) != u32_at(24)? {
-        return None;
-    }
-    Some((len, u32_at(20)?))
-}
-
 fn inode(md: &fs::Metadata) -> u64 {
     #[cfg(unix)]
     {
@@ -214,6 +192,7 @@ impl DiskCache {
             limit,
             inflight: DashMap::new(),
             verified: DashMap::new(),
+            boot: meta::boot_id(),
             evicting: Mutex::new(()),
             failing: AtomicBool::new(false),
             retry_at: Mutex::new(None),
@@ -318,13 +297,33 @@ impl DiskCache {
         }
     }
 
-    /// Length of a present entry per its meta (no checksum read: cheap
-    /// enough for `stat`). `None` if absent or visibly damaged.
-    fn meta(&self, key: &Key) -> io::Result<Option<(File, u64, u32)>> {
+    /// A present entry's meta (no checksum read: cheap enough for `stat`).
+    /// `None` if absent or visibly damaged.
+    fn meta(&self, key: &Key) -> io::Result<Option<(File, Meta)>> {
         let Some(mut mf) = open_private(&self.path(key, "meta"), true)? else { return Ok(None) };
-        let mut m = Vec::with_capacity(META_LEN);
-        io::Read::read_to_end(&mut io::Read::take(&mut mf, META_LEN as u64 + 1), &mut m)?;
-        Ok(decode_meta(&m).map(|(len, crc)| (mf, len, crc)))
+        let mut m = Vec::with_capacity(meta::LEN);
+        io::Read::read_to_end(&mut io::Read::take(&mut mf, meta::LEN as u64 + 1), &mut m)?;
+        Ok(Meta::decode(&m).map(|m| (mf, m)))
+    }
+
+    /// Writes `m` as `key`'s meta: under a temporary name, synced, renamed
+    /// into place.
+    fn write_meta(&self, key: &Key, m: &Meta) -> io::Result<()> {
+        let hex = key.hex();
+        // Unique per call: two threads may seal one entry at once.
+        static N: AtomicU64 = AtomicU64::new(0);
+        let tmp = self.dir.join(format!("{TMP_PREFIX}{}.{hex}.meta{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let r = (|| {
+            let mut f = create_private(&tmp)?;
+            f.write_all(&m.encode())?;
+            f.sync_all()?;
+            drop(f);
+            self.replace(&tmp, &self.path(key, "meta"), &hex)
+        })();
+        if r.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        r
     }
 
     fn remove_entry(&self, key: &Key, why: &str) {
@@ -335,9 +334,11 @@ impl DiskCache {
         let _ = fs::remove_file(self.path(key, "meta"));
     }
 
-    /// The entry of `key`, verified (once per process) against its meta.
+    /// The entry of `key`, verified against its meta: once per process by
+    /// its checksum, or not at all if its seal holds (`meta.rs`).
     fn lookup(&self, key: &Key) -> io::Result<Option<Data>> {
-        let Some((mf, len, crc)) = self.meta(key)? else { return Ok(None) };
+        let Some((mf, m)) = self.meta(key)? else { return Ok(None) };
+        let len = m.len;
         let Some(f) = open_private(&self.path(key, "data"), false)? else { return Ok(None) };
         let md = f.metadata()?;
         if md.len() != len {
@@ -348,10 +349,19 @@ impl DiskCache {
         }
         let ino = inode(&md);
         if self.verified.get(key).map(|v| *v) != Some((ino, len)) {
-            if crc_of(&f, len)? != crc {
-                drop((f, mf));
-                self.remove_entry(key, "fails its checksum");
-                return Ok(None);
+            if !m.seals(&md, self.boot) {
+                self.stats.checked.fetch_add(1, Ordering::Relaxed);
+                if crc_of(&f, len)? != m.crc {
+                    drop((f, mf));
+                    self.remove_entry(key, "fails its checksum");
+                    return Ok(None);
+                }
+                // Checked in this boot: sealed, so the next process need not.
+                if let Some(seal) = Seal::of(&md, self.boot) {
+                    if let Err(e) = self.write_meta(key, &Meta { seal: Some(seal), ..m }) {
+                        log::debug!("cache entry {}: not sealed: {e}", key.hex());
+                    }
+                }
             }
             self.verified.insert(*key, (ino, len));
         }
@@ -367,7 +377,7 @@ impl DiskCache {
     /// The length of `key`'s entry if present (per its meta and the data
     /// file's size; the checksum is verified when the entry is opened).
     pub fn len_of(&self, key: &Key) -> Option<u64> {
-        let (_, len, _) = self.meta(key).ok()??;
+        let len = self.meta(key).ok()??.1.len;
         let md = fs::symlink_metadata(self.path(key, "data")).ok()?;
         (md.is_file() && md.len() == len).then_some(len)
     }
@@ -396,7 +406,6 @@ impl DiskCache {
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let tmp_data = self.dir.join(format!("{TMP_PREFIX}{pid}.{hex}.data"));
-        let tmp_meta = self.dir.join(format!("{TMP_PREFIX}{pid}.{hex}.meta"));
         // Which failures are the cache's own (a full disk…), as opposed to
         // the computation's (the source changed…).
         let r = (|| -> Result<(), Result<CacheError, io::Error>> {
@@ -413,26 +422,29 @@ impl DiskCache {
             }
             let f = w.file;
             slow_write_hook();
-            let write = || -> io::Result<()> {
+            let sum = || -> io::Result<(u64, u32)> {
                 let len = f.metadata()?.len();
                 let crc = crc_of(&f, len)?;
                 f.sync_all()?;
-                let mut m = create_private(&tmp_meta)?;
-                m.write_all(&encode_meta(len, crc))?;
-                m.sync_all()?;
-                Ok(())
+                Ok((len, crc))
             };
-            write().map_err(Err)?;
+            let (len, crc) = sum().map_err(Err)?;
             // Windows renames no file this process still holds open.
             drop(f);
-            self.replace(&tmp_data, &self.path(key, "data"), &hex).map_err(Err)?;
-            self.replace(&tmp_meta, &self.path(key, "meta"), &hex).map_err(Err)?;
+            let data = self.path(key, "data");
+            self.replace(&tmp_data, &data, &hex).map_err(Err)?;
+            // Sealed in place (a rename changes the file's ctime); until its
+            // meta is renamed in too, the entry is a miss.
+            let seal = fs::symlink_metadata(&data).ok().and_then(|md| Seal::of(&md, self.boot));
+            if let Err(e) = self.write_meta(key, &Meta { len, crc, seal }) {
+                let _ = fs::remove_file(&data);
+                return Err(Err(e));
+            }
             sync_dir(&self.dir);
             Ok(())
         })();
         if r.is_err() {
             let _ = fs::remove_file(&tmp_data);
-            let _ = fs::remove_file(&tmp_meta);
         }
         match r {
             Ok(()) => {}

@@ -255,3 +255,100 @@ fn two_caches_on_one_directory_compute_once() {
     }
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+/// Entries sealed in this boot are served without a checksum pass; one
+/// sealed in another boot is read whole once, then sealed again (meta.rs).
+#[cfg(target_os = "linux")]
+#[test]
+fn sealed_entries_are_served_unread_in_their_boot_only() {
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert!(c.boot.is_some(), "no boot id on Linux");
+    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let checked = |c: &DiskCache| c.stats.checked.load(Ordering::Relaxed);
+    assert_eq!(checked(&c), 0, "the writer knows what it wrote");
+    // A second process in the same boot.
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert_eq!(read_all(&c.get(&k).unwrap()), b"0123456789");
+    assert_eq!(checked(&c), 0, "a sealed entry was read for its checksum");
+    // The first process after a reboot checks it, and seals it for the next.
+    let mut c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.boot = Some([7; 16]);
+    assert_eq!(read_all(&c.get(&k).unwrap()), b"0123456789");
+    assert_eq!(checked(&c), 1);
+    let mut c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.boot = Some([7; 16]);
+    assert!(c.get(&k).is_some());
+    assert_eq!(checked(&c), 0, "not sealed again after its check");
+    // No boot id: nothing is trusted unread.
+    let mut c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.boot = None;
+    assert!(c.get(&k).is_some());
+    assert_eq!(checked(&c), 1);
+}
+
+/// A byte changed in place with the data file's mtime put back (what
+/// `touch -r` or `rsync -t` leave): its ctime still tells, and the
+/// checksum finds it.
+#[cfg(unix)]
+#[test]
+fn a_sealed_entry_changed_in_place_is_checked_and_rebuilt() {
+    use std::os::unix::fs::FileExt;
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let p = c.path(&k, "data");
+    let mtime = fs::metadata(&p).unwrap().modified().unwrap();
+    let f = OpenOptions::new().write(true).open(&p).unwrap();
+    f.write_all_at(b"X", 3).unwrap();
+    f.set_modified(mtime).unwrap();
+    drop(f);
+    assert_eq!(fs::metadata(&p).unwrap().modified().unwrap(), mtime);
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert!(c.get(&k).is_none(), "a changed entry was served");
+    assert_eq!((c.stats.checked.load(Ordering::Relaxed), c.stats.damaged.load(Ordering::Relaxed)), (1, 1));
+    let d = c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    assert_eq!(read_all(&d), b"0123456789");
+}
+
+/// A seal taken in another boot does not vouch for the data, even when
+/// it matches the file as it is now (damage beneath the file system shows
+/// in no metadata): the checksum decides.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_seal_of_another_boot_vouches_for_nothing() {
+    use std::os::unix::fs::FileExt;
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let (_, m) = c.meta(&k).unwrap().unwrap();
+    let p = c.path(&k, "data");
+    OpenOptions::new().write(true).open(&p).unwrap().write_all_at(b"X", 3).unwrap();
+    let md = fs::metadata(&p).unwrap();
+    // Sealed as the file is now, but in an earlier boot.
+    c.write_meta(&k, &Meta { seal: Seal::of(&md, Some([7; 16])), ..m }).unwrap();
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert!(c.get(&k).is_none(), "a damaged entry was served");
+    assert_eq!(c.stats.damaged.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn metas_round_trip_and_a_torn_one_is_a_miss() {
+    let t = tempfile::tempdir().unwrap();
+    let f = File::create(t.path().join("f")).unwrap();
+    let md = f.metadata().unwrap();
+    for seal in [None, Seal::of(&md, Some([1; 16]))] {
+        let m = Meta { len: 0x1122_3344_5566, crc: 0xdead_beef, seal };
+        let b = m.encode();
+        assert_eq!(Meta::decode(&b), Some(m));
+        for i in 0..b.len() {
+            let mut x = b;
+            x[i] ^= 0x10;
+            assert_eq!(Meta::decode(&x), None, "byte {i} flipped");
+        }
+        assert_eq!(Meta::decode(&b[..b.len() - 1]), None);
+    }
+}

@@ -13,6 +13,7 @@ mod dir;
 mod disk;
 mod entry;
 mod memory;
+mod meta;
 mod records;
 
 use std::fs::File;

@@ -193,6 +193,7 @@ impl View {
                 misses: d.stats.misses.load(Ordering::Relaxed),
                 evictions: d.stats.evictions.load(Ordering::Relaxed),
                 damaged: d.stats.damaged.load(Ordering::Relaxed),
+                checked: d.stats.checked.load(Ordering::Relaxed),
             }),
         }
     }

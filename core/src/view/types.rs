@@ -197,6 +197,7 @@ pub struct DiskSnapshot {
     pub misses: u64,
     pub evictions: u64,
     pub damaged: u64,
+    pub checked: u64,
 }
 
 impl fmt::Display for StatsSnapshot {
@@ -222,6 +223,7 @@ impl fmt::Display for StatsSnapshot {
             writeln!(f, "disk_misses {}", d.misses)?;
             writeln!(f, "disk_evictions {}", d.evictions)?;
             writeln!(f, "disk_damaged {}", d.damaged)?;
+            writeln!(f, "disk_checked {}", d.checked)?;
         }
         Ok(())
     }
