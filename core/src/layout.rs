@@ -387,18 +387,24 @@ impl Layout {
         }
     }
 
-    /// Source extents after the one holding `pos` that start within
-    /// `window` bytes of it, as (layout start, source offset, length): what a
-    /// sequential reader needs next (an archive is a chain of scattered
-    /// source ranges).
-    pub fn source_extents_after(&self, pos: u64, window: u64) -> Vec<(u64, u64, u64)> {
+    /// The source pieces of layout bytes `[from, to)`, clipped to that
+    /// range, as (layout start, source offset, length): what a sequential
+    /// reader at `from` needs next, for read-ahead hints. Clipped, because
+    /// one piece may be most of a file (a transformed library's host code
+    /// is one run of the source) and an archive is a chain of scattered
+    /// ranges; either way the hint should run a fixed distance ahead.
+    pub fn source_ranges(&self, from: u64, to: u64) -> Vec<(u64, u64, u64)> {
         let mut out = Vec::new();
-        for e in self.extents.iter().skip(self.find(pos) + 1) {
-            if e.start >= pos.saturating_add(window) {
+        for e in self.extents.iter().skip(self.find(from)) {
+            if e.start >= to {
                 break;
             }
             if let Piece::Source { offset } = e.piece {
-                out.push((e.start, offset, e.len));
+                let a = e.start.max(from);
+                let b = (e.start + e.len).min(to);
+                if a < b {
+                    out.push((a, offset + (a - e.start), b - a));
+                }
             }
         }
         out

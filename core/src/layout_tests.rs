@@ -177,3 +177,26 @@ fn short_source_is_an_error() {
     assert!(l.write_at(2, &[1, 2, 3]).is_err());
     assert!(l.delete(5, 0).is_err());
 }
+
+/// Read-ahead hints cover exactly the source pieces of the asked range,
+/// clipped at both ends — including the rest of the piece the reader is
+/// in (a transformed library's host code is one piece of 14 MB) — and
+/// nothing of owned bytes or zeros. Expected values worked out by hand
+/// from the pieces below.
+#[test]
+fn source_ranges_are_the_clipped_source_pieces_of_a_range() {
+    let mut l = Layout::new();
+    l.push_bytes(vec![1u8; 64]); //        [0, 64)      owned
+    l.push_source(64, 1000); //            [64, 1064)   source 64..
+    l.push_zeros(500); //                  [1064, 1564) zeros
+    l.push_source(50_000, 300); //         [1564, 1864) source 50000..
+    l.push_source(9_000, 100); //          [1864, 1964) source 9000..
+    assert_eq!(l.source_ranges(0, 64), vec![]);
+    assert_eq!(l.source_ranges(0, 100), vec![(64, 64, 36)]);
+    assert_eq!(l.source_ranges(500, 600), vec![(500, 500, 100)]);
+    assert_eq!(l.source_ranges(1000, 1600), vec![(1000, 1000, 64), (1564, 50_000, 36)]);
+    assert_eq!(l.source_ranges(1064, 1564), vec![]);
+    assert_eq!(l.source_ranges(1700, 5000), vec![(1700, 50_136, 164), (1864, 9_000, 100)]);
+    assert_eq!(l.source_ranges(1964, 5000), vec![]);
+    assert_eq!(l.source_ranges(600, 600), vec![]);
+}

@@ -22,8 +22,8 @@ use crate::plan::{ArchivePlan, FatBinary};
 /// bounded instead of growing with the worker threads.
 const DECODE_SLOTS: usize = 2;
 
-/// How far ahead (in served bytes) a sequential reader's next source
-/// extents are prefetched (an archive's code objects are ~1-2 MB each).
+/// How far ahead (in served bytes) a sequential reader's source is
+/// prefetched (an archive's code objects are ~1-2 MB each).
 const PREFETCH_WINDOW: u64 = 4 << 20;
 
 /// Source gap up to which two upcoming extents share one readahead hint.
@@ -344,30 +344,30 @@ impl OpenFile {
             return Err(Error::Changed(self.path.display().to_string()));
         }
         let n = r?;
-        // A sequential reader of an archive walks scattered source ranges:
-        // start the disk on the next ones before it asks.
+        // A sequential reader is kept PREFETCH_WINDOW ahead of itself in
+        // the source: an archive walks scattered source ranges, which the
+        // source's own readahead cannot guess, and a transformed library
+        // is read by several workers at once, whose interleaved `pread`s
+        // the source's readahead follows poorly.
         let end = offset + n as u64;
-        // Each upcoming extent is prefetched whole, once.
         if self.last_end.swap(end, Ordering::Relaxed) == offset && n > 0 {
-            let done = self.prefetched.load(Ordering::Relaxed);
-            // Neighbouring extents (a patched table is hundreds of them)
-            // become one hint per stretch of the source.
-            let mut spans: Vec<(u64, u64)> = Vec::new();
-            let mut upto = done;
-            for (start, at, len) in layout.source_extents_after(end, PREFETCH_WINDOW) {
-                if start < done {
-                    continue;
+            let from = end.max(self.prefetched.load(Ordering::Relaxed));
+            let to = end + PREFETCH_WINDOW;
+            if from < to {
+                // Neighbouring pieces (a patched table is hundreds of them)
+                // become one hint per stretch of the source.
+                let mut spans: Vec<(u64, u64)> = Vec::new();
+                for (_, at, len) in layout.source_ranges(from, to) {
+                    match spans.last_mut() {
+                        Some((a, b)) if at >= *a && at <= b.saturating_add(PREFETCH_JOIN) => *b = (*b).max(at + len),
+                        _ => spans.push((at, at + len)),
+                    }
                 }
-                match spans.last_mut() {
-                    Some((a, b)) if at >= *a && at <= b.saturating_add(PREFETCH_JOIN) => *b = (*b).max(at + len),
-                    _ => spans.push((at, at + len)),
+                for (a, b) in spans {
+                    self.file.prefetch(a, b - a);
                 }
-                upto = upto.max(start + len);
+                self.prefetched.fetch_max(to, Ordering::Relaxed);
             }
-            for (a, b) in spans {
-                self.file.prefetch(a, b - a);
-            }
-            self.prefetched.fetch_max(upto, Ordering::Relaxed);
         }
         Ok(n)
     }
