@@ -20,6 +20,7 @@
 //!
 //! The pattern language is described in `pattern.rs` and the README.
 
+mod capture;
 mod pattern;
 
 use std::fmt;
