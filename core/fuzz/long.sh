@@ -11,11 +11,12 @@
 #
 # Same flags as ci.sh (debug assertions: an arithmetic overflow is a crash).
 set -euo pipefail
-cd "$(dirname "$0")"
 TOTAL=${1:?usage: long.sh TOTAL_SECS [SLICE_SECS] [JOBS] [LOG]}
 SLICE=${2:-600}
 JOBS=${3:-2}
+# LOG is relative to the caller's directory (resolved before the cd).
 LOG=$(realpath -m "${4:-fuzz-long.tsv}")
+cd "$(dirname "$0")"
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 bash seed.sh
 export RUSTC_BOOTSTRAP=1
