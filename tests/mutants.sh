@@ -9,7 +9,7 @@
 # unviable.txt); the summary is kept in tests/MUTANTS.md.
 #
 # Usage: bash tests/mutants.sh [MODULE...]     (default: all, in this order)
-#   MODULE: target best_for ccob bundle kpack marker wrapper elf coff db
+#   MODULE: target best_for ccob bundle kpack marker wrapper elf coff db cache
 # Each module runs with the tests that cover it: kpackfs-core's unit tests
 # (`--lib`; the integration tests under core/tests are added where they are
 # the ones that exercise the module). The end-to-end suite (tests/) is not
@@ -37,7 +37,7 @@ run() { # name, then cargo-mutants filter arguments
 }
 
 modules=("$@")
-[ ${#modules[@]} -gt 0 ] || modules=(target best_for ccob bundle kpack marker wrapper elf coff db)
+[ ${#modules[@]} -gt 0 ] || modules=(target best_for ccob bundle kpack marker wrapper elf coff db cache)
 # Extra cargo-mutants arguments for every module, e.g. to re-run the
 # survivors of an earlier run: MUTANTS_EXTRA="-F read_frames" (split at spaces).
 read -r -a extra <<< "${MUTANTS_EXTRA:-}"
@@ -62,6 +62,9 @@ for m in "${modules[@]}"; do
     elf)      run elf      -f core/src/formats/elf/transform.rs -C --lib -C --test=elf_golden -C --no-fail-fast "${extra[@]}" -- -- formats::elf libk app_ splitter_outputs not_fat old_kernel wrapper_targets hip_section marker_mapping relocations_into zero_paging ;;
     coff)     run coff     -f 'core/src/formats/pe/*.rs' -C --test=pe_golden -C --test=pe_headers -C --test=pe_transform -C --no-fail-fast "${extra[@]}" ;;
     db)       run db       -f 'core/src/plan/db/*.rs' -C --lib "${extra[@]}" -- -- plan::db:: ;;
+    # The disk cache's meta and seal, and how an entry is trusted (lookup,
+    # compute): its own tests, with hand-made damage and forged seals.
+    cache)    run cache    -f core/src/data_cache/meta.rs -f core/src/data_cache/disk.rs -C --lib "${extra[@]}" -- -- data_cache:: ;;
     *) echo "mutants.sh: unknown module $m" >&2; exit 2 ;;
   esac
 done

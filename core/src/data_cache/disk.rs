@@ -101,6 +101,8 @@ pub struct DiskCache {
     retry_at: Mutex<Option<Instant>>,
     /// How long to wait for another process's lock ([`LOCK_WAIT`]).
     lock_wait: Duration,
+    /// How long writes pause after a failure ([`WRITE_BACKOFF`]).
+    backoff: Duration,
     pub stats: DiskStats,
 }
 
@@ -197,6 +199,7 @@ impl DiskCache {
             failing: AtomicBool::new(false),
             retry_at: Mutex::new(None),
             lock_wait: LOCK_WAIT,
+            backoff: WRITE_BACKOFF,
             stats: DiskStats::default(),
         };
         c.remove_orphans();
@@ -255,9 +258,9 @@ impl DiskCache {
     }
 
     /// Notes a failed write: one warning until writes work again, and no
-    /// new attempt for [`WRITE_BACKOFF`].
+    /// new attempt for [`Self::backoff`].
     fn write_failed(&self, key: &Key, e: &io::Error) -> CacheError {
-        *self.retry_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + WRITE_BACKOFF);
+        *self.retry_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + self.backoff);
         if !self.failing.swap(true, Ordering::Relaxed) {
             log::warn!("cache directory {}: cannot write entries ({e}); computing without it until writes work again", self.dir.display());
         } else {

@@ -352,3 +352,143 @@ fn metas_round_trip_and_a_torn_one_is_a_miss() {
         assert_eq!(Meta::decode(&b[..b.len() - 1]), None);
     }
 }
+
+/// The meta's layout as docs/caches.md §4.2 gives it: 92 bytes, and a
+/// meta that is longer, of another magic or of another version is no meta
+/// even when its own checksum is right (a v1 meta from an older kpackfs
+/// is a miss, rebuilt once).
+#[test]
+fn only_a_whole_meta_of_this_layout_is_read() {
+    assert_eq!(meta::LEN, 92);
+    let m = Meta { len: 10, crc: 7, seal: None };
+    let b = m.encode();
+    assert_eq!(b.len(), 92);
+    // Re-checksummed after an edit, so only the edited field can refuse it.
+    let resum = |mut x: Vec<u8>| {
+        let n = x.len();
+        let c = crc32fast::hash(&x[..n - 4]);
+        x[n - 4..].copy_from_slice(&c.to_le_bytes());
+        x
+    };
+    let mut other_magic = b.to_vec();
+    other_magic[7] = b'X';
+    assert_eq!(Meta::decode(&resum(other_magic)), None);
+    let mut v1 = b.to_vec();
+    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+    assert_eq!(Meta::decode(&resum(v1)), None);
+    // Version 1's own 28-byte layout.
+    let mut old = b"KPFSMETA".to_vec();
+    old.extend_from_slice(&1u32.to_le_bytes());
+    old.extend_from_slice(&10u64.to_le_bytes());
+    old.extend_from_slice(&7u32.to_le_bytes());
+    old.extend_from_slice(&[0; 4]);
+    assert_eq!(Meta::decode(&resum(old)), None);
+    // One byte too many, the first 92 intact.
+    let mut long = b.to_vec();
+    long.push(0);
+    assert_eq!(Meta::decode(&long), None);
+
+    // Through the cache: a meta file with a byte appended is a miss.
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let mut mf = OpenOptions::new().append(true).open(c.path(&k, "meta")).unwrap();
+    mf.write_all(b"\0").unwrap();
+    drop(mf);
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    assert!(c.get(&k).is_none());
+}
+
+/// This boot's id, as the kernel prints it (an independent reading: the
+/// bytes formatted back into the UUID text).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_boot_id_is_the_kernels() {
+    let text = fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let id = meta::boot_id().unwrap();
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let uuid = format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]);
+    assert_eq!(uuid, text.trim());
+}
+
+/// Use refreshes a meta's mtime (its last-use time for eviction) when it
+/// is more than TOUCH_EVERY old, and only then.
+#[test]
+fn use_is_recorded_at_most_once_a_minute() {
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let mp = c.path(&k, "meta");
+    let set = |ago: u64| {
+        let when = SystemTime::now() - Duration::from_secs(ago);
+        OpenOptions::new().write(true).open(&mp).unwrap().set_modified(when).unwrap();
+        when
+    };
+    let age = || SystemTime::now().duration_since(fs::metadata(&mp).unwrap().modified().unwrap()).unwrap_or_default();
+    let recent = set(TOUCH_EVERY.as_secs() / 2);
+    c.get(&k).unwrap();
+    assert_eq!(fs::metadata(&mp).unwrap().modified().unwrap(), recent, "touched although recent");
+    set(TOUCH_EVERY.as_secs() * 2);
+    c.get(&k).unwrap();
+    assert!(age() < TOUCH_EVERY / 2, "not touched although old: {:?}", age());
+}
+
+/// An entry replaced by another file of the same length while this
+/// process holds it verified is looked at again (its inode changed), and
+/// found damaged.
+#[test]
+fn a_replaced_entry_is_verified_again_in_the_same_process() {
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    assert!(c.get(&k).is_some());
+    let other = t.path().join("other");
+    fs::write(&other, b"0123X56789").unwrap();
+    fs::rename(&other, c.path(&k, "data")).unwrap();
+    assert!(c.get(&k).is_none(), "a replaced entry was served unverified");
+    assert_eq!(c.stats.damaged.load(Ordering::Relaxed), 1);
+}
+
+/// After a failed write, entries are not written for the back-off time
+/// (each attempt would compute its value only to fail at the end), then
+/// are again. The failure: the key's lock path is a directory.
+#[test]
+fn a_failed_write_pauses_writes_for_the_back_off_only() {
+    let t = tempfile::tempdir().unwrap();
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    let (bad, good) = (Key::of(&[b"bad"]), Key::of(&[b"good"]));
+    fs::create_dir(c.dir().join(format!("{}.lock", bad.hex()))).unwrap();
+    let computed = std::cell::Cell::new(0);
+    let mut fill = |s: &mut dyn super::super::Sink| {
+        computed.set(computed.get() + 1);
+        s.write_all(b"abc")?;
+        Ok(())
+    };
+    let r = c.get_or_insert(&bad, &mut fill);
+    assert!(matches!(r, Err(CacheError::Unavailable(_))), "{r:?}");
+    assert!(matches!(c.get_or_insert(&good, &mut fill), Err(CacheError::Unavailable(_))), "written during the back-off");
+    assert_eq!(computed.get(), 0, "computed only to fail");
+    // With no back-off, the write after a failure is tried (and works).
+    drop(c);
+    let mut c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.backoff = Duration::ZERO;
+    assert!(matches!(c.get_or_insert(&bad, &mut fill), Err(CacheError::Unavailable(_))));
+    assert_eq!(read_all(&c.get_or_insert(&good, &mut fill).unwrap()), b"abc");
+    assert_eq!(computed.get(), 1);
+}
+
+/// The directory's size is the sum of its entries' data, the limit the
+/// one it was opened with, and no in-flight gate outlives its call.
+#[test]
+fn size_limit_and_gates_are_as_given() {
+    let t = tempfile::tempdir().unwrap();
+    let c = DiskCache::open(t.path(), 12345).unwrap();
+    assert_eq!(c.limit(), 12345);
+    c.get_or_insert(&Key::of(&[b"a"]), &mut fill_with(b"0123456789")).unwrap();
+    c.get_or_insert(&Key::of(&[b"b"]), &mut fill_with(b"abcdef")).unwrap();
+    assert_eq!(c.used(), 16);
+    assert_eq!(c.inflight.len(), 0);
+}
