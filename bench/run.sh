@@ -170,7 +170,8 @@ figure() { # N title: announce a figure; the sampler below notes background work
 busy_sampler() { # every 2 s: which figure ran while fuzzing/tests/compiles were running
   while :; do
     local b; b=$(busy)
-    [ -n "$b" ] && echo "$(cat "$W/tmp/figure" 2>/dev/null) $(echo "$b" | head -2 | cut -c1-100 | paste -sd';')" >> "$W/tmp/busy.log"
+    # "-" before the first figure (the suite's own build): not a figure.
+    [ -n "$b" ] && echo "$(cat "$W/tmp/figure" 2>/dev/null || echo -) $(echo "$b" | head -2 | cut -c1-100 | paste -sd';')" >> "$W/tmp/busy.log"
     sleep 2
   done
 }

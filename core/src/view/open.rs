@@ -26,6 +26,10 @@ const DECODE_SLOTS: usize = 2;
 /// prefetched (an archive's code objects are ~1-2 MB each).
 const PREFETCH_WINDOW: u64 = 4 << 20;
 
+/// A first read at offset 0 at least this long starts a sequential reader
+/// (see `OpenFile::read_layout`).
+const SEQUENTIAL_START: usize = 128 << 10;
+
 /// Source gap up to which two upcoming extents share one readahead hint.
 const PREFETCH_JOIN: u64 = 64 << 10;
 
@@ -338,6 +342,13 @@ impl OpenFile {
     }
 
     fn read_layout(&self, layout: &Layout, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        // A copy (`cp`, `cat`, a packager) starts with a whole readahead
+        // window at offset 0 — the kernel asks for 512 KiB there, for 16 KiB
+        // when a probe reads a header — so the disk is set going on its
+        // first PREFETCH_WINDOW before the first reply, not after it.
+        if offset == 0 && buf.len() >= SEQUENTIAL_START && self.last_end.load(Ordering::Relaxed) == u64::MAX {
+            self.prefetch(layout, 0, PREFETCH_WINDOW);
+        }
         let r = layout.read_at(offset, buf, &self.file, &self.blob_store());
         let still = source::fstat_file(&self.file).is_ok_and(|s| self.unchanged(&s));
         if !still {
@@ -351,25 +362,29 @@ impl OpenFile {
         // the source's readahead follows poorly.
         let end = offset + n as u64;
         if self.last_end.swap(end, Ordering::Relaxed) == offset && n > 0 {
-            let from = end.max(self.prefetched.load(Ordering::Relaxed));
-            let to = end + PREFETCH_WINDOW;
-            if from < to {
-                // Neighbouring pieces (a patched table is hundreds of them)
-                // become one hint per stretch of the source.
-                let mut spans: Vec<(u64, u64)> = Vec::new();
-                for (_, at, len) in layout.source_ranges(from, to) {
-                    match spans.last_mut() {
-                        Some((a, b)) if at >= *a && at <= b.saturating_add(PREFETCH_JOIN) => *b = (*b).max(at + len),
-                        _ => spans.push((at, at + len)),
-                    }
-                }
-                for (a, b) in spans {
-                    self.file.prefetch(a, b - a);
-                }
-                self.prefetched.fetch_max(to, Ordering::Relaxed);
-            }
+            self.prefetch(layout, end, end + PREFETCH_WINDOW);
         }
         Ok(n)
+    }
+
+    /// Hints the source behind served bytes `[from, to)` that no earlier
+    /// hint covered, neighbouring pieces (a patched table is hundreds of
+    /// them) as one hint per stretch of the source.
+    fn prefetch(&self, layout: &Layout, from: u64, to: u64) {
+        let from = self.prefetched.fetch_max(to, Ordering::Relaxed).max(from);
+        if from >= to {
+            return;
+        }
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for (_, at, len) in layout.source_ranges(from, to) {
+            match spans.last_mut() {
+                Some((a, b)) if at >= *a && at <= b.saturating_add(PREFETCH_JOIN) => *b = (*b).max(at + len),
+                _ => spans.push((at, at + len)),
+            }
+        }
+        for (a, b) in spans {
+            self.file.prefetch(a, b - a);
+        }
     }
 
     /// Decoded-blob access for external copy loops.
