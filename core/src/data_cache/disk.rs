@@ -90,7 +90,7 @@ pub struct DiskCache {
     limit: u64,
     /// One computation per key in this process (other processes: the lock file).
     inflight: DashMap<Key, Arc<Mutex<()>>>,
-    /// Entries whose checksum this process has verified: (inode, length).
+    /// Entries whose checksum this process has verified: (identity, length).
     verified: DashMap<Key, (u64, u64)>,
     /// This boot's id: entries sealed in it are trusted unread (`meta.rs`).
     boot: Option<[u8; 16]>,
@@ -157,12 +157,21 @@ fn read_at(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
     std::os::windows::fs::FileExt::seek_read(f, buf, off)
 }
 
-fn inode(md: &fs::Metadata) -> u64 {
+/// What tells a data file from one renamed over it, for the once-per-
+/// process check: the inode on Unix; on Windows, which has no inode number
+/// in std, the creation and last-write times (a replacement is a new file,
+/// created later).
+fn identity(md: &fs::Metadata) -> u64 {
     #[cfg(unix)]
     {
         std::os::unix::fs::MetadataExt::ino(md)
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::MetadataExt;
+        md.creation_time() ^ md.last_write_time().rotate_left(32)
+    }
+    #[cfg(not(any(unix, windows)))]
     {
         let _ = md;
         0
@@ -350,7 +359,7 @@ impl DiskCache {
             self.remove_entry(key, &format!("has {} bytes, its meta says {len}", md.len()));
             return Ok(None);
         }
-        let ino = inode(&md);
+        let ino = identity(&md);
         if self.verified.get(key).map(|v| *v) != Some((ino, len)) {
             if !m.seals(&md, self.boot) {
                 self.stats.checked.fetch_add(1, Ordering::Relaxed);

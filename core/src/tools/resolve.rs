@@ -368,14 +368,13 @@ pub fn carried(binary: &Path, env: &LoaderEnv) -> Result<Carried, ResolveError> 
     Ok(out)
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
     /// The existing part is resolved through its symlink; the missing rest
     /// has `.` dropped and `..` taken lexically, as the loader's
     /// `weakly_canonical` does.
-    #[cfg(unix)]
     #[test]
     fn weakly_canonical_resolves_the_existing_head_and_the_rest_lexically() {
         let t = tempfile::tempdir().unwrap();
