@@ -9,7 +9,6 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,7 +22,7 @@ use kpackfs_cli::{normalize_args, open_view, parse_size, selection_warning, sour
 use kpackfs_core::namespace::Namespace;
 use kpackfs_core::view::CopyPolicy;
 
-use crate::mounts::{detach_lazily, is_mountpoint, unescape_mountinfo};
+use crate::mounts::{detach_lazily, is_mountpoint, mounts_at};
 
 /// Set in the detached child: report readiness on stdout.
 const READY_ENV: &str = "KPACKFS_REPORT_READY";
@@ -139,16 +138,10 @@ fn detach_if_still_mounted(mnt: &Path, why: &str) {
 
 /// Sets the mount's readahead window to [`crate::fuse::READAHEAD`]: the
 /// kernel offers FUSE 128 KiB at init and lets the daemon only lower it;
-/// its bdi knob (root only) raises it. The device number comes from
-/// mountinfo: stat()ing the mountpoint itself would ask this very daemon.
+/// its bdi knob (root only) raises it.
 fn set_readahead(mnt: &Path) {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
-    let Some(dev) = info.lines().rev().find_map(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        (f.get(4).map(|m| unescape_mountinfo(m)).as_deref() == Some(mnt.as_os_str().as_bytes())).then(|| f.get(2).map(|d| d.to_string())).flatten()
-    }) else {
-        return;
-    };
+    // The topmost mount there: ours.
+    let Some(dev) = mounts_at(mnt).pop().map(|m| m.dev) else { return };
     let knob = format!("/sys/class/bdi/{dev}/read_ahead_kb");
     let kib = crate::fuse::READAHEAD / 1024;
     match std::fs::write(&knob, kib.to_string()) {

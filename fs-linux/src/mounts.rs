@@ -23,10 +23,34 @@ pub fn unescape_mountinfo(s: &str) -> Vec<u8> {
     out
 }
 
+/// One line of the mount table, the fields kpackfs asks about.
+pub struct MountEntry {
+    /// `major:minor` of the mounted filesystem.
+    pub dev: String,
+    /// `fuse.kpackfs`, `ext4`, …
+    pub fstype: String,
+}
+
+/// The mounts exactly at `mnt`, bottom first, read from the mount table —
+/// never by `stat`ing `mnt`, which may be this daemon's own (dead or
+/// busy) mount and ask this very process.
+pub fn mounts_at(mnt: &Path) -> Vec<MountEntry> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    info.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            if f.get(4).map(|m| unescape_mountinfo(m)).as_deref() != Some(mnt.as_os_str().as_bytes()) {
+                return None;
+            }
+            let fstype = f.iter().position(|x| *x == "-").and_then(|i| f.get(i + 1)).unwrap_or(&"");
+            Some(MountEntry { dev: f.get(2)?.to_string(), fstype: fstype.to_string() })
+        })
+        .collect()
+}
+
 /// Whether something is already mounted exactly at `mnt`.
 pub fn is_mountpoint(mnt: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
-    info.lines().any(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(mnt.as_os_str().as_bytes()))
+    !mounts_at(mnt).is_empty()
 }
 
 /// Detaches `mnt` from the namespace even though it is busy (`umount -l`).
@@ -46,5 +70,32 @@ pub fn detach_lazily(mnt: &Path) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::other(format!("fusermount -u -z {} failed", mnt.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mount table as util-linux's `findmnt` reads it (an independent
+    /// parser): the topmost mount at `/`, its device and type; and nothing
+    /// at a fresh directory.
+    #[test]
+    fn mounts_at_agrees_with_findmnt() {
+        let out = Command::new("findmnt").args(["-n", "-o", "MAJ:MIN,FSTYPE", "/"]).output().expect("findmnt (util-linux)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let want: Vec<&str> = text.split_whitespace().collect();
+        let top = mounts_at(Path::new("/")).pop().expect("something is mounted at /");
+        assert_eq!([top.dev.as_str(), top.fstype.as_str()], want[..2]);
+        let t = std::env::temp_dir().join(format!("kpackfs-mounts-{}", std::process::id()));
+        std::fs::create_dir_all(&t).unwrap();
+        assert!(mounts_at(&t).is_empty() && !is_mountpoint(&t));
+        std::fs::remove_dir(&t).unwrap();
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape_mountinfo(r"/mnt/a\040b\011c\134d"), b"/mnt/a b\tc\\d");
+        assert_eq!(unescape_mountinfo(r"/x\04"), b"/x\\04");
     }
 }

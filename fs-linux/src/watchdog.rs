@@ -45,13 +45,7 @@ pub fn spawn(mnt: &Path) -> Result<std::io::PipeWriter, Failure> {
 
 /// Whether `mnt` is a kpackfs mount (per mountinfo: no call into it).
 fn is_kpackfs_mount(mnt: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
-    info.lines().any(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        let at = f.get(4).map(|m| crate::mounts::unescape_mountinfo(m));
-        let fstype = f.iter().position(|x| *x == "-").and_then(|i| f.get(i + 1));
-        at.as_deref() == Some(mnt.as_os_str().as_bytes()) && fstype == Some(&"fuse.kpackfs")
-    })
+    crate::mounts::mounts_at(mnt).iter().any(|m| m.fstype == "fuse.kpackfs")
 }
 
 /// Asks the filesystem at `mnt` itself: `statfs` always reaches the FUSE

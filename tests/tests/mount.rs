@@ -568,3 +568,16 @@ fn a_loop_mounted_source_is_free_when_the_daemon_has_exited() {
     let out = Command::new("umount").arg(&src).output().unwrap();
     assert!(out.status.success(), "the image is still busy after the daemon exited: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The mount's readahead window is raised to 512 KiB (the kernel offers
+/// FUSE 128 KiB; fuse.rs's READAHEAD, measured in bench/ANALYSIS.md). The
+/// knob is found by `findmnt`'s device number, not kpackfs's own lookup.
+#[test]
+fn the_readahead_window_is_raised() {
+    require_root();
+    let m = Mount::new(Some(&demo()), "gfx90a", &[]);
+    let out = Command::new("findmnt").args(["-n", "-o", "MAJ:MIN"]).arg(&m.mnt).output().unwrap();
+    let dev = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
+    let kb = fs::read_to_string(format!("/sys/class/bdi/{dev}/read_ahead_kb")).unwrap();
+    assert_eq!(kb.trim(), "512", "bdi {dev}");
+}
