@@ -12,6 +12,15 @@ fn fill_with(bytes: &'static [u8]) -> impl FnMut(&mut dyn super::super::Sink) ->
     }
 }
 
+/// A cache in a fresh directory holding one entry: `k`, "0123456789".
+fn one_entry() -> (tempfile::TempDir, Key, DiskCache) {
+    let t = tempfile::tempdir().unwrap();
+    let k = Key::of(&[b"k"]);
+    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
+    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    (t, k, c)
+}
+
 fn read_all(d: &Data) -> Vec<u8> {
     let mut v = vec![0u8; d.len() as usize];
     assert_eq!(d.read_at(0, &mut v).unwrap(), v.len());
@@ -295,10 +304,7 @@ fn sealed_entries_are_served_unread_in_their_boot_only() {
 #[test]
 fn a_sealed_entry_changed_in_place_is_checked_and_rebuilt() {
     use std::os::unix::fs::FileExt;
-    let t = tempfile::tempdir().unwrap();
-    let k = Key::of(&[b"k"]);
-    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let (t, k, c) = one_entry();
     let p = c.path(&k, "data");
     let mtime = fs::metadata(&p).unwrap().modified().unwrap();
     let f = OpenOptions::new().write(true).open(&p).unwrap();
@@ -320,10 +326,7 @@ fn a_sealed_entry_changed_in_place_is_checked_and_rebuilt() {
 #[test]
 fn a_seal_of_another_boot_vouches_for_nothing() {
     use std::os::unix::fs::FileExt;
-    let t = tempfile::tempdir().unwrap();
-    let k = Key::of(&[b"k"]);
-    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let (t, k, c) = one_entry();
     let (_, m) = c.meta(&k).unwrap().unwrap();
     let p = c.path(&k, "data");
     OpenOptions::new().write(true).open(&p).unwrap().write_all_at(b"X", 3).unwrap();
@@ -389,10 +392,7 @@ fn only_a_whole_meta_of_this_layout_is_read() {
     assert_eq!(Meta::decode(&long), None);
 
     // Through the cache: a meta file with a byte appended is a miss.
-    let t = tempfile::tempdir().unwrap();
-    let k = Key::of(&[b"k"]);
-    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let (t, k, c) = one_entry();
     let mut mf = OpenOptions::new().append(true).open(c.path(&k, "meta")).unwrap();
     mf.write_all(b"\0").unwrap();
     drop(mf);
@@ -416,10 +416,7 @@ fn the_boot_id_is_the_kernels() {
 /// is more than TOUCH_EVERY old, and only then.
 #[test]
 fn use_is_recorded_at_most_once_a_minute() {
-    let t = tempfile::tempdir().unwrap();
-    let k = Key::of(&[b"k"]);
-    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let (_dir, k, c) = one_entry();
     let mp = c.path(&k, "meta");
     let set = |ago: u64| {
         let when = SystemTime::now() - Duration::from_secs(ago);
@@ -440,10 +437,7 @@ fn use_is_recorded_at_most_once_a_minute() {
 /// found damaged.
 #[test]
 fn a_replaced_entry_is_verified_again_in_the_same_process() {
-    let t = tempfile::tempdir().unwrap();
-    let k = Key::of(&[b"k"]);
-    let c = DiskCache::open(t.path(), 1 << 20).unwrap();
-    c.get_or_insert(&k, &mut fill_with(b"0123456789")).unwrap();
+    let (t, k, c) = one_entry();
     assert!(c.get(&k).is_some());
     let other = t.path().join("other");
     fs::write(&other, b"0123X56789").unwrap();
