@@ -85,10 +85,11 @@ pub struct MountArgs {
     /// Never use kernel FUSE passthrough for unchanged files.
     #[arg(long)]
     pub no_passthrough: bool,
-    /// Keep local copies of every transformed binary and archive in the
-    /// cache directory and serve them through kernel passthrough once
-    /// written (native page-cache speed for hot files; costs their size on
-    /// disk). Without it only archives that cost a decode are copied.
+    /// Copy every transformed binary and archive into the cache directory
+    /// at its first open, and serve it through kernel passthrough once
+    /// written (native page-cache speed; costs its size on disk). Without
+    /// it a file is copied when the daemon opens it a second time, and an
+    /// archive that costs a decode at once.
     #[arg(long)]
     pub materialize: bool,
     /// Where the daemon logs (default: stderr; a detached daemon also

@@ -371,7 +371,7 @@ pub fn run(mut args: MountArgs) -> Result<(), Failure> {
             log::info!("selection check finished");
         })
         .map_err(|e| Failure::runtime(e.to_string()))?;
-    let policy = if args.materialize { CopyPolicy::All } else { CopyPolicy::Decoding };
+    let policy = if args.materialize { CopyPolicy::All } else { CopyPolicy::Reopened };
     let first = open_view(cfg, &args.view, policy)?;
     let view = Arc::new(if view_sels.is_empty() { Namespace::single(first) } else { Namespace::several(first, more) });
     let watcher = match crate::watch::Watcher::new(&src) {

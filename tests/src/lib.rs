@@ -284,6 +284,35 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     sha2::Sha256::digest(data).into()
 }
 
+/// The daemon's counters: `user.kpackfs.stats` of the mount's root.
+pub fn stats(mnt: &Path) -> String {
+    let out = Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())").arg(mnt).output().unwrap();
+    assert!(out.status.success(), "user.kpackfs.stats of {}: {}", mnt.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Counter `name` of a [`stats`] text.
+pub fn counter(stats: &str, name: &str) -> u64 {
+    let name = name.trim();
+    stats
+        .lines()
+        .find_map(|l| l.split_once(' ').filter(|(k, _)| *k == name).and_then(|(_, v)| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no {name} in {stats}"))
+}
+
+/// Retries `f` until it returns true or `secs` pass: for what a daemon
+/// does in the background (the watcher, local copies).
+pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    f()
+}
+
 /// Writes `level` to /proc/sys/vm/drop_caches, one writer at a time across
 /// every test thread and test process: the lock is an exclusive `flock` on
 /// the procfs file itself (so no lock file is left behind). Dropping is

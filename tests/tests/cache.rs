@@ -45,15 +45,6 @@ fn ccob_sources_get_zstd_archives_that_resolve_exactly() {
     check_tree(&none.mnt, &[("libtwo.so", "none"), ("libtwo_ccob.so", "none"), ("libmulti_zlib.so", "none")]);
 }
 
-fn stats(mnt: &Path) -> String {
-    let out = Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())").arg(mnt).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stat_value(stats: &str, key: &str) -> u64 {
-    stats.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse().ok())).unwrap_or_else(|| panic!("no {key} in {stats}"))
-}
-
 #[test]
 fn the_cache_dir_is_reused_by_remounts_and_bake() {
     require_root();
@@ -65,7 +56,7 @@ fn the_cache_dir_is_reused_by_remounts_and_bake() {
     {
         let m = Mount::new(Some(src.path()), "gfx90a", &opts);
         assert_eq!(fs::metadata(m.path(ARCHIVE)).unwrap().len(), want.len() as u64);
-        assert_eq!(stat_value(&stats(&m.mnt), "disk_misses"), 1);
+        assert_eq!(counter(&stats(&m.mnt), "disk_misses"), 1);
         assert!(fs::read(m.path(ARCHIVE)).unwrap() == want);
     }
     let made: Vec<(PathBuf, u64)> = entries(&dir, ".data")
@@ -84,18 +75,18 @@ fn the_cache_dir_is_reused_by_remounts_and_bake() {
     let m = Mount::new(Some(src.path()), "gfx90a", &opts);
     assert_eq!(fs::metadata(m.path(ARCHIVE)).unwrap().len(), want.len() as u64);
     let s = stats(&m.mnt);
-    assert_eq!(stat_value(&s, "disk_misses"), 0, "{s}");
-    assert_eq!(stat_value(&s, "plans_built"), 1, "{s}");
+    assert_eq!(counter(&s, "disk_misses"), 0, "{s}");
+    assert_eq!(counter(&s, "plans_built"), 1, "{s}");
     assert!(fs::read(m.path(ARCHIVE)).unwrap() == want);
     // Sealed by the daemon that wrote it, in this boot: served without
     // reading it whole for its checksum first (data_cache/meta.rs).
-    assert_eq!(stat_value(&stats(&m.mnt), "disk_checked"), 0);
+    assert_eq!(counter(&stats(&m.mnt), "disk_checked"), 0);
     // And so does bake, and a second daemon on the same directory.
     let b = bake(src.path(), "gfx90a", &opts);
     assert!(fs::read(b.path().join("out").join(ARCHIVE)).unwrap() == want);
     let m2 = Mount::new(Some(src.path()), "gfx90a", &opts);
     assert!(fs::read(m2.path(ARCHIVE)).unwrap() == want);
-    assert_eq!(stat_value(&stats(&m2.mnt), "disk_misses"), 0);
+    assert_eq!(counter(&stats(&m2.mnt), "disk_misses"), 0);
     // Bake also made the entries of the other CCOB binary's archives; the
     // first entry is the same file (not rewritten).
     let after: Vec<(PathBuf, u64)> = entries(&dir, ".data")
@@ -175,7 +166,7 @@ fn a_daemon_killed_while_writing_or_a_damaged_entry_never_serves_wrong_bytes() {
     let m = Mount::new(Some(src.path()), "gfx90a", &["--cache-dir", dir.to_str().unwrap()]);
     assert!(fs::read(m.path(ARCHIVE)).unwrap() == want, "a damaged entry was served");
     let s = stats(&m.mnt);
-    assert_eq!((stat_value(&s, "disk_damaged"), stat_value(&s, "disk_checked")), (1, 1), "{s}");
+    assert_eq!((counter(&s, "disk_damaged"), counter(&s, "disk_checked")), (1, 1), "{s}");
     // A truncated one too.
     drop(m);
     let data = entries(&dir, ".data");

@@ -326,3 +326,69 @@ fn same_identity_different_contents_never_meet_a_stale_entry() {
     assert!(st.success());
     resolves_to(&out.path().join("out"), "libx.so", "libmulti.so", device);
 }
+
+/// Copies of files with no cheap content identity (a transformed binary,
+/// uncompressed bundles) are pinned to the mount their source is on: a
+/// second daemon over the same mount uses them; another image mounted in
+/// its place, on the same loop device with the same file identities (and
+/// the same transformed length: one letter of the host's `.comment`
+/// differs), never does.
+#[test]
+fn a_copy_serves_its_own_mount_of_the_source_only() {
+    require_root();
+    let work = tempdir();
+    let mut imgs = Vec::new();
+    for i in 0..2 {
+        let tree = work.path().join(format!("tree{i}"));
+        fs::create_dir_all(tree.join("lib")).unwrap();
+        let mut b = fs::read(assets().join("bin/libtwo.so")).unwrap();
+        if i == 1 {
+            // The last note: the first ones are in the device code.
+            let at = b.windows(13).rposition(|w| w == b"clang version").unwrap();
+            b[at] = b'C';
+        }
+        fs::write(tree.join("lib/libx.so"), b).unwrap();
+        let img = work.path().join(format!("img{i}.sqfs"));
+        let st = Command::new("mksquashfs")
+            .arg(&tree)
+            .arg(&img)
+            .args(["-noappend", "-no-xattrs", "-all-root", "-all-time", "1700000000", "-mkfs-time", "1700000000", "-quiet", "-no-progress"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mksquashfs");
+        imgs.push(img);
+    }
+    let src = work.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let cache = tempdir();
+    let opts = ["--cache-dir", cache.path().to_str().unwrap()];
+    let device = "gfx1030";
+    let used = |m: &Mount| counter(&stats(&m.mnt), "copies_used");
+    let (ident, loopdev, first) = {
+        let a = Squash::mount(&imgs[0], &src, None);
+        let m = Mount::new(Some(&src), device, &opts);
+        let lib = m.path("lib/libx.so");
+        // Opened twice: copied in the background; a later open uses it.
+        let first = fs::read(&lib).unwrap();
+        assert!(eventually(30, || fs::read(&lib).unwrap() == first && used(&m) > 0), "no copy used: {}", stats(&m.mnt));
+        drop(m);
+        // Another daemon over the same mount: the copy at the first open.
+        let m = Mount::new(Some(&src), device, &opts);
+        assert!(fs::read(m.path("lib/libx.so")).unwrap() == first);
+        assert_eq!(used(&m), 1, "{}", stats(&m.mnt));
+        resolves_to(&m.mnt, "libx.so", "libtwo.so", device);
+        let md = fs::metadata(src.join("lib/libx.so")).unwrap();
+        ((md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec()), a.loopdev.clone(), first)
+    };
+    let _b = Squash::mount(&imgs[1], &src, Some(&loopdev));
+    let md = fs::metadata(src.join("lib/libx.so")).unwrap();
+    assert_eq!((md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec()), ident, "the fixture must repeat the identity");
+    let m = Mount::new(Some(&src), device, &opts);
+    let served = fs::read(m.path("lib/libx.so")).unwrap();
+    assert_eq!(used(&m), 0, "the other image's copy was used: {}", stats(&m.mnt));
+    resolves_to(&m.mnt, "libx.so", "libtwo.so", device);
+    let baked = bake(&src, device, &["--cache-dir", "none"]);
+    assert!(served == fs::read(baked.path().join("out/lib/libx.so")).unwrap(), "the view of the second image differs from its bake");
+    assert!(served.len() == first.len() && served != first, "the fixture must change the transformed bytes, not their length");
+}

@@ -30,18 +30,6 @@ fn transformed(asset: &str, name: &str, arch: &str) -> Vec<u8> {
     fs::read(b.path().join("out/lib").join(name)).unwrap()
 }
 
-/// Retries `f` until it returns true or `secs` pass (the watcher is async).
-fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    f()
-}
-
 /// Replaces the source's `lib/libtwo.so` the way package managers do (a
 /// copy of `libmulti.so` renamed over it), waits until `served` (its path in
 /// the mount) shows the new content, and returns that content.

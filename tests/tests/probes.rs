@@ -7,18 +7,11 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
 use kpackfs_tests::*;
 
-fn stats(mnt: &Path) -> String {
-    let out = Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())").arg(mnt).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn probes_run(mnt: &Path) -> u64 {
-    let s = stats(mnt);
-    s.lines().find_map(|l| l.strip_prefix("probes_run ").and_then(|v| v.trim().parse().ok())).unwrap_or_else(|| panic!("no probes_run in {s}"))
+    counter(&stats(mnt), "probes_run")
 }
 
 fn names(dir: &Path) -> Vec<String> {

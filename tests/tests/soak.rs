@@ -16,17 +16,9 @@ use std::time::{Duration, Instant};
 
 use kpackfs_tests::*;
 
-fn stats(mnt: &Path) -> String {
-    let out = Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())").arg(mnt).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// One counter of the daemon's `user.kpackfs.stats`.
 fn stat(mnt: &Path, name: &str) -> u64 {
-    let s = stats(mnt);
-    s.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or_else(|| panic!("no {name} in {s}"))
+    counter(&stats(mnt), name)
 }
 
 fn inodes(mnt: &Path) -> u64 {

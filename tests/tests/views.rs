@@ -4,19 +4,9 @@
 //! bad combinations are usage errors.
 
 use std::fs;
-use std::path::Path;
 use std::process::Command;
 
 use kpackfs_tests::*;
-
-fn stats(mnt: &Path) -> String {
-    let out = Command::new("python3").arg("-c").arg("import os,sys; print(os.getxattr(sys.argv[1], 'user.kpackfs.stats').decode())").arg(mnt).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn counter(stats: &str, key: &str) -> u64 {
-    stats.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse().ok())).unwrap_or_else(|| panic!("no {key} in {stats}"))
-}
 
 /// The demo install plus a CCOB-compressed library (its archives come
 /// through the shared caches).

@@ -223,6 +223,11 @@ impl DiskCache {
         self.limit
     }
 
+    /// This boot's id (Linux), read when the cache was opened.
+    pub fn boot(&self) -> Option<[u8; 16]> {
+        self.boot
+    }
+
     fn path(&self, key: &Key, ext: &str) -> PathBuf {
         self.dir.join(format!("{}.{ext}", key.hex()))
     }

@@ -186,7 +186,7 @@ mod windows;
 #[cfg(not(unix))]
 use windows as imp;
 
-pub use imp::{fstat_file, SourceTree};
+pub use imp::{fstat_file, mount_id, SourceTree};
 
 #[cfg(all(test, unix))]
 mod tests {

@@ -201,3 +201,16 @@ impl SourceTree {
 pub fn fstat_file(f: &File) -> io::Result<SourceStat> {
     Ok(convert(&rustix::fs::fstat(f)?))
 }
+
+/// `STATX_MNT_ID_UNIQUE` (Linux 6.8): a mount id never reused in one boot
+/// (the older `STATX_MNT_ID` is handed out again after an unmount).
+const STATX_MNT_ID_UNIQUE: u32 = 0x4000;
+
+/// The unique id of the mount `f` lies on, where the kernel gives one
+/// (Linux 6.8 and later): another file system mounted in its place, even
+/// on the same device, has another id.
+pub fn mount_id(f: &File) -> Option<u64> {
+    let want = rustix::fs::StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE);
+    let st = rustix::fs::statx(f, "", AtFlags::EMPTY_PATH, want).ok()?;
+    (st.stx_mask & STATX_MNT_ID_UNIQUE != 0).then_some(st.stx_mnt_id)
+}

@@ -308,6 +308,11 @@ pub fn fstat_file(f: &File) -> io::Result<SourceStat> {
     Ok(convert(&i, kind))
 }
 
+/// No mount ids on Windows (see the Unix version's use).
+pub fn mount_id(_f: &File) -> Option<u64> {
+    None
+}
+
 #[cfg(all(test, windows))]
 mod tests {
     use super::*;

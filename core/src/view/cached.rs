@@ -4,29 +4,33 @@
 //!   first `stat` (its size must be known then) into the disk cache, or the
 //!   memory cache when the view has no cache directory.
 //! - Local copies of other synthesized files (transformed binaries,
-//!   scheme-`none` archives), written in the background after their first
-//!   open, so later opens are served by the kernel from a local file (FUSE
-//!   passthrough) at native page-cache speed. Archives whose code objects
-//!   come from compressed bundles are always copied (their bytes cost a
-//!   decode); the rest, which are cheap extents of the source, only with
-//!   `--materialize`.
+//!   scheme-`none` archives), written in the background, so later opens
+//!   are served by the kernel from a local file (FUSE passthrough) at
+//!   native page-cache speed. Which files get them is the
+//!   [`CopyPolicy`]: archives whose code objects come from compressed
+//!   bundles always (their bytes cost a decode); the rest, which are cheap
+//!   extents of the source, once a daemon opens them a second time
+//!   (`mount`) or at once (`--materialize`).
 //!
 //! Keys digest everything the bytes depend on — the source root and path,
-//! the source file's identity (device, inode, size, mtime, ctime), its
-//! content identity ([`Caches::content_id`]), the selection, naming,
-//! compression, and a format version — so a changed source or view never
-//! meets a stale entry, and a remount, a second daemon or `bake` over the
-//! same source finds the entries already made. The content identity is
-//! there because (device, inode, size, mtime, ctime) can repeat for other
-//! bytes: two reproducibly built read-only images (squashfs, erofs)
-//! mounted in turn on one loop device give the same identity to different
-//! files.
+//! the source file's identity (device, inode, size, mtime, ctime), what
+//! pins its bytes, the selection, naming, compression, and a format
+//! version — so a changed source or view never meets a stale entry, and a
+//! remount, a second daemon or `bake` over the same source finds the
+//! entries already made. The identity alone is not enough: (device, inode,
+//! size, mtime, ctime) can repeat for other bytes — two reproducibly built
+//! read-only images (squashfs, erofs) mounted in turn on one loop device
+//! give the same identity to different files. So a key also holds either
+//! the binary's content identity ([`Caches::content_id`]), where that is
+//! cheap or must be paid anyway, or the source's instance
+//! ([`CopyKey`]): this boot and the mount the file is on.
 
 use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 use md5::{Digest, Md5};
@@ -35,7 +39,7 @@ use crate::data_cache::{CacheError, Data, DataCache, DiskCache, Key, MemoryCache
 use crate::formats::bundle::ccob::CheckedOnce;
 use crate::formats::host::HostPlan;
 use crate::io::ReadAt;
-use crate::source::SourceId;
+use crate::source::{SourceId, Time};
 
 use super::open::OpenFile;
 use super::{Error, Result, ViewConfig};
@@ -58,7 +62,7 @@ fn id_bytes(id: &SourceId) -> Vec<u8> {
 
 /// The digest behind [`Caches::content_id`].
 /// `None` if it would digest a range longer than `max_range`.
-fn content_digest(f: &File, plan: &HostPlan, size: u64, scope: Scope, max_range: u64) -> Result<Option<[u8; 16]>> {
+fn content_digest(f: &File, plan: &HostPlan, size: u64, max_range: u64) -> Result<Option<[u8; 16]>> {
     let mut h = Md5::new();
     let mut all_compressed = true;
     let mut head = [0u8; BUNDLE_HEAD];
@@ -72,12 +76,8 @@ fn content_digest(f: &File, plan: &HostPlan, size: u64, scope: Scope, max_range:
         h.update((n as u64).to_le_bytes());
         h.update(&head[..n]);
     }
-    let range = match scope {
-        Scope::Whole => Some((0, size)),
-        Scope::Objects if !all_compressed => Some((plan.fat_offset, plan.fat_size)),
-        Scope::Objects => None,
-    };
-    if let Some((start, len)) = range {
+    if !all_compressed {
+        let (start, len) = (plan.fat_offset, plan.fat_size);
         if len > max_range {
             return Ok(None);
         }
@@ -117,9 +117,51 @@ pub enum CopyPolicy {
     Never,
     /// Those whose bytes cost a decode (archives of compressed bundles).
     Decoding,
-    /// All (`--materialize`): warm reads at native page-cache speed.
+    /// Those, and any other opened a second time by this daemon (`mount`):
+    /// a file read again is likely to be read often, and warm reads of a
+    /// file the daemon serves itself are capped by the kernel's FUSE page
+    /// cache (small folios); one read once costs no copy.
+    Reopened,
+    /// All, at their first open (`--materialize`).
     All,
 }
+
+impl CopyPolicy {
+    /// Whether a file that decodes (`decodes`) or not may ever be copied.
+    fn may_copy(self, decodes: bool) -> bool {
+        match self {
+            CopyPolicy::Never => false,
+            CopyPolicy::Decoding => decodes,
+            CopyPolicy::Reopened | CopyPolicy::All => true,
+        }
+    }
+}
+
+/// The key of a local copy, and what its writer must wait for.
+pub struct CopyKey {
+    key: Key,
+    /// For a key pinned to the source's instance rather than its content:
+    /// the source's ctime, which must lie [`SETTLE`] in the past before
+    /// the copy is read (see [`Caches::copy_key`]).
+    settle: Option<Time>,
+}
+
+/// What [`Caches::attach_copy`] did for an open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyState {
+    /// The open is served from a complete local copy.
+    Used,
+    /// A copy was queued for the background writer.
+    Queued,
+    /// Neither (none wanted yet, one already queued, or none possible).
+    Neither,
+}
+
+/// How far in the past a source's last change must lie before a copy keyed
+/// by its identity is read: timestamps move in ticks (a jiffy; a second or
+/// two on some file systems), and a change made within the tick of the one
+/// before leaves the ctime as it was.
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// The view's caches and its background copy writer.
 pub(super) struct Caches {
@@ -131,18 +173,9 @@ pub(super) struct Caches {
     pub probes: Option<Arc<RecordStore>>,
     policy: CopyPolicy,
     copies: Option<Copies>,
-    /// Content identities computed in this process, by source version and
-    /// scope ([`Caches::content_id`]).
-    contents: DashMap<(SourceId, Scope), [u8; 16]>,
-}
-
-/// Which bytes of a binary a cached value depends on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scope {
-    /// Its code objects (archives, and copies of archives).
-    Objects,
-    /// All of it (copies of the transformed binary: host code included).
-    Whole,
+    /// Content identities computed in this process, by source version
+    /// ([`Caches::content_id`]).
+    contents: DashMap<SourceId, [u8; 16]>,
 }
 
 /// Content identities kept per process before the table is cleared (each
@@ -182,9 +215,10 @@ impl Caches {
     }
 
     /// Key of the served file `rel` (what is served at that path of the
-    /// view) made from source version `id`, whose content identity is
-    /// `content` ([`Self::content_id`]).
-    pub fn key(root: &Path, rel: &Path, id: &SourceId, content: &[u8; 16], cfg: &ViewConfig, what: &str) -> Key {
+    /// view) made from source version `id`, whose bytes are pinned by
+    /// `pin` (a content identity, [`Self::content_id`], or an instance,
+    /// [`Self::copy_key`]).
+    pub fn key(root: &Path, rel: &Path, id: &SourceId, pin: &[u8; 16], cfg: &ViewConfig, what: &str) -> Key {
         let sel = cfg.selection.to_string();
         let how = format!("{:?}/{:?}", cfg.naming, cfg.compression);
         Key::of(&[
@@ -193,30 +227,60 @@ impl Caches {
             root.as_os_str().as_encoded_bytes(),
             rel.as_os_str().as_encoded_bytes(),
             &id_bytes(id),
-            content,
+            pin,
             sel.as_bytes(),
             how.as_bytes(),
         ])
     }
 
-    /// The content identity of binary `fb` for values that depend on
-    /// `scope` of it, computed once per process and source version from
-    /// `src` (a handle on that version) before any cached value of it is
-    /// used: a digest of the bytes the values are made from, cheap where
-    /// the format allows.
+    /// The key of the local copy of `rel`, a transformed binary or (with
+    /// `archive`) an archive of binary `fb`, source version `id` open as
+    /// `src`.
     ///
-    /// For [`Scope::Objects`]: the position of every wrapper's bundle and
-    /// its first [`BUNDLE_HEAD`] bytes. When every bundle is compressed
-    /// (CCOB), that header carries the hash of the bundle's decoded content
-    /// (checked when it is decoded), so this identifies the code objects
-    /// for a few small reads (about a millisecond for librocsparse's 111
-    /// bundles, warm). Uncompressed bundles carry no such hash: then the
-    /// whole fat section is digested. For [`Scope::Whole`], the whole file.
-    /// Large ranges are digested as one CRC-32 per MiB (fast; enough to tell
+    /// An archive of compressed bundles is pinned by its content identity
+    /// (a few small reads): its copy outlives reboots. Anything else has no
+    /// cheap digest — host code, uncompressed bundles: the whole file or
+    /// fat section would be read, at every open of a new process — so its
+    /// copy is pinned to the source's instance: this boot and the unique
+    /// id of the mount the file is on. Within one mounted file system the
+    /// identity changes with the bytes (every write moves the ctime), once
+    /// the copy is read a tick after the last change ([`SETTLE`]); an
+    /// image mounted in another's place is another mount. Such a copy is
+    /// found again by a remount or another daemon in the same boot, not
+    /// after a reboot. Without a boot id or mount id (Windows, Linux before
+    /// 6.8) the instance is this process.
+    pub fn copy_key(&self, root: &Path, rel: &Path, fb: &FatBinary, archive: bool, src: &File, cfg: &ViewConfig) -> Result<CopyKey> {
+        if archive {
+            let reopen = || src.try_clone().map_err(Error::from);
+            if let Some(c) = self.cheap_content_id(fb, &reopen)? {
+                return Ok(CopyKey { key: Self::key(root, rel, &fb.id, &c, cfg, "copy"), settle: None });
+            }
+        }
+        let boot = self.disk.as_ref().and_then(|d| d.boot());
+        let instance = match (boot, crate::source::mount_id(src)) {
+            (Some(boot), Some(mnt)) => Md5::new().chain_update(b"instance").chain_update(boot).chain_update(mnt.to_le_bytes()).finalize().into(),
+            _ => process_instance(),
+        };
+        Ok(CopyKey { key: Self::key(root, rel, &fb.id, &instance, cfg, "copy"), settle: Some(fb.id.ctime) })
+    }
+
+    /// The content identity of binary `fb`'s code objects (what its
+    /// archives, and copies of them, are made from), computed once per
+    /// process and source version from `src` (a handle on that version)
+    /// before any cached value of it is used: a digest of the bytes the
+    /// values are made from, cheap where the format allows.
+    ///
+    /// It covers the position of every wrapper's bundle and its first
+    /// [`BUNDLE_HEAD`] bytes. When every bundle is compressed (CCOB), that
+    /// header carries the hash of the bundle's decoded content (checked
+    /// when it is decoded), so this identifies the code objects for a few
+    /// small reads (about a millisecond for librocsparse's 111 bundles,
+    /// warm). Uncompressed bundles carry no such hash: then the whole fat
+    /// section is digested, as one CRC-32 per MiB (fast; enough to tell
     /// versions apart, which is all a key needs: whoever controls the
     /// source controls what is served anyway).
-    pub fn content_id(&self, fb: &FatBinary, scope: Scope, src: &dyn Fn() -> Result<File>) -> Result<[u8; 16]> {
-        let c = self.content_id_within(fb, scope, src, u64::MAX)?;
+    pub fn content_id(&self, fb: &FatBinary, src: &dyn Fn() -> Result<File>) -> Result<[u8; 16]> {
+        let c = self.content_id_within(fb, src, u64::MAX)?;
         c.ok_or_else(|| Error::Cache(CacheError::Unavailable("content identity not computed".into())))
     }
 
@@ -224,19 +288,19 @@ impl Caches {
     /// headers (every bundle compressed), else `None`: what a `stat` may
     /// spend to look for a cached archive.
     pub fn cheap_content_id(&self, fb: &FatBinary, src: &dyn Fn() -> Result<File>) -> Result<Option<[u8; 16]>> {
-        self.content_id_within(fb, Scope::Objects, src, 0)
+        self.content_id_within(fb, src, 0)
     }
 
-    fn content_id_within(&self, fb: &FatBinary, scope: Scope, src: &dyn Fn() -> Result<File>, max_range: u64) -> Result<Option<[u8; 16]>> {
-        if let Some(c) = self.contents.get(&(fb.id, scope)) {
+    fn content_id_within(&self, fb: &FatBinary, src: &dyn Fn() -> Result<File>, max_range: u64) -> Result<Option<[u8; 16]>> {
+        if let Some(c) = self.contents.get(&fb.id) {
             return Ok(Some(*c));
         }
         let f = src()?;
-        let Some(c) = content_digest(&f, &fb.plan, fb.id.size, scope, max_range)? else { return Ok(None) };
+        let Some(c) = content_digest(&f, &fb.plan, fb.id.size, max_range)? else { return Ok(None) };
         if self.contents.len() > MAX_CONTENTS {
             self.contents.clear();
         }
-        self.contents.insert((fb.id, scope), c);
+        self.contents.insert(fb.id, c);
         Ok(Some(c))
     }
 
@@ -300,34 +364,80 @@ impl Caches {
     }
 
     /// For a freshly opened synthesized file: attaches its complete local
-    /// copy if the disk cache has one, or has one written in the background.
-    /// `key` is asked only when a copy is wanted (it may digest the source).
-    pub fn attach_copy(&self, of: &mut OpenFile, key: &dyn Fn() -> Result<Key>, decodes: bool, reopen: &dyn Fn() -> Option<File>) {
-        let (Some(disk), Some(copies)) = (&self.disk, &self.copies) else { return };
-        if !(self.policy == CopyPolicy::All || decodes) {
-            return;
+    /// copy if the disk cache has one, or, if the policy wants one now, has
+    /// one written in the background; later opens use it. `decodes`: the
+    /// file's bytes cost a decode. `key` gets the source handle of `of`.
+    pub fn attach_copy(&self, of: &mut OpenFile, key: &dyn Fn(&File) -> Result<CopyKey>, decodes: bool, reopen: &dyn Fn() -> Option<File>) -> CopyState {
+        let (Some(disk), Some(copies)) = (&self.disk, &self.copies) else { return CopyState::Neither };
+        if !self.policy.may_copy(decodes) {
+            return CopyState::Neither;
         }
-        let key = match key() {
+        let ck = match key(of.source_file()) {
             Ok(k) => k,
             Err(e) => {
                 log::debug!("{}: no local copy: {e}", of.path.display());
-                return;
+                return CopyState::Neither;
             }
         };
-        match disk.get(&key) {
-            Some(d) if d.len() == of.len() => of.set_materialized(d),
-            Some(_) => log::warn!("{}: cached copy has the wrong length; not used", of.path.display()),
+        match disk.get(&ck.key) {
+            Some(d) if d.len() == of.len() => {
+                of.set_materialized(d);
+                return CopyState::Used;
+            }
+            Some(_) => {
+                log::warn!("{}: cached copy has the wrong length; not used", of.path.display());
+                return CopyState::Neither;
+            }
+            None => {}
+        }
+        let now = match self.policy {
+            CopyPolicy::Reopened => decodes || copies.opened_before(ck.key),
+            _ => true,
+        };
+        if !(now && copies.claim(ck.key)) {
+            return CopyState::Neither;
+        }
+        match reopen() {
+            Some(f) => {
+                copies.submit(ck, of.reopened(f));
+                CopyState::Queued
+            }
             None => {
-                if copies.claim(key) {
-                    match reopen() {
-                        Some(f) => copies.submit(key, of.reopened(f)),
-                        None => copies.release(&key),
-                    }
-                }
+                copies.release(&ck.key);
+                CopyState::Neither
             }
         }
     }
 }
+
+/// This process, as the instance of sources whose boot or mount is
+/// unknown (see [`Caches::copy_key`]): its id and start time.
+fn process_instance() -> [u8; 16] {
+    static ID: OnceLock<[u8; 16]> = OnceLock::new();
+    *ID.get_or_init(|| {
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        Md5::new().chain_update(b"process").chain_update(std::process::id().to_le_bytes()).chain_update(t.as_nanos().to_le_bytes()).finalize().into()
+    })
+}
+
+/// Waits until a source changed at `ctime` has settled ([`SETTLE`]);
+/// false if its ctime lies further ahead of this clock than that (a
+/// skewed server clock): no copy is keyed by such an identity.
+pub(super) fn settle(ctime: Time) -> bool {
+    let Some(at) = u64::try_from(ctime.sec).ok().map(|s| UNIX_EPOCH + Duration::new(s, ctime.nsec) + SETTLE) else { return true };
+    match at.duration_since(SystemTime::now()) {
+        Err(_) => true,
+        Ok(wait) if wait <= SETTLE => {
+            std::thread::sleep(wait);
+            true
+        }
+        Ok(_) => false,
+    }
+}
+
+/// Files opened once, remembered per process before the set is cleared (a
+/// few dozen bytes each).
+const MAX_OPENED: usize = 1 << 14;
 
 /// Background writer of local copies: one thread, so copies never compete
 /// with each other (or with readers) for more than one core and disk queue.
@@ -335,17 +445,24 @@ struct Copies {
     /// Keys queued or being written (a failed copy is released and retried
     /// on a later open).
     busy: Arc<Mutex<HashSet<Key>>>,
-    jobs: Mutex<Sender<(Key, OpenFile)>>,
+    /// Keys of files opened once without a copy ([`CopyPolicy::Reopened`]).
+    opened: Mutex<HashSet<Key>>,
+    jobs: Mutex<Sender<(CopyKey, OpenFile)>>,
 }
 
 impl Copies {
     fn start(disk: Arc<DiskCache>) -> std::io::Result<Copies> {
-        let (tx, rx) = std::sync::mpsc::channel::<(Key, OpenFile)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(CopyKey, OpenFile)>();
         let busy: Arc<Mutex<HashSet<Key>>> = Arc::default();
         let wbusy = busy.clone();
         std::thread::Builder::new().name("kpackfs-copies".into()).spawn(move || {
-            for (key, of) in rx {
+            for (CopyKey { key, settle: ctime }, of) in rx {
                 let path: PathBuf = of.path.clone();
+                if ctime.is_some_and(|t| !settle(t)) {
+                    log::debug!("{}: no local copy: changed in the future", path.display());
+                    wbusy.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                    continue;
+                }
                 // A failure the view has already warned about (a damaged
                 // bundle) is not warned about again.
                 let mut reported = false;
@@ -365,7 +482,16 @@ impl Copies {
                 wbusy.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
             }
         })?;
-        Ok(Copies { busy, jobs: Mutex::new(tx) })
+        Ok(Copies { busy, opened: Mutex::default(), jobs: Mutex::new(tx) })
+    }
+
+    /// Whether `key` was opened before (and notes that it now was).
+    fn opened_before(&self, key: Key) -> bool {
+        let mut o = self.opened.lock().unwrap_or_else(|p| p.into_inner());
+        if o.len() >= MAX_OPENED {
+            o.clear();
+        }
+        !o.insert(key)
     }
 
     fn claim(&self, key: Key) -> bool {
@@ -376,8 +502,9 @@ impl Copies {
         self.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
     }
 
-    fn submit(&self, key: Key, of: OpenFile) {
-        if self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send((key, of)).is_err() {
+    fn submit(&self, ck: CopyKey, of: OpenFile) {
+        let key = ck.key;
+        if self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send((ck, of)).is_err() {
             self.release(&key);
         }
     }
@@ -387,18 +514,17 @@ impl Copies {
 mod tests {
     use super::*;
     use crate::formats::bundle::CcobMethod;
-    use crate::source::Time;
 
     const ASSETS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../test_assets/bin");
 
     /// The digest of `path` as the view takes it, for `scope`; `cheap`:
     /// only if it costs no more than the bundle headers.
-    fn digest(path: &Path, scope: Scope, cheap: bool) -> Option<[u8; 16]> {
+    fn digest(path: &Path, cheap: bool) -> Option<[u8; 16]> {
         let f = File::open(path).unwrap();
         let size = f.metadata().unwrap().len();
         let id = SourceId { dev: 0, ino: 0, size, mtime: Time::default(), ctime: Time::default() };
         let fb = FatBinary::analyze(&f, id, "libx.so").unwrap();
-        content_digest(&f, &fb.plan, size, scope, if cheap { 0 } else { u64::MAX }).unwrap()
+        content_digest(&f, &fb.plan, size, if cheap { 0 } else { u64::MAX }).unwrap()
     }
 
     /// One byte of `path` flipped at `at` (same length: the same file
@@ -425,23 +551,23 @@ mod tests {
         let (off, len) = fat_range(&plain);
         let other = t.path().join("plain");
         flipped(&plain, off + len - 64, &other);
-        assert_eq!(digest(&plain, Scope::Objects, true), None);
-        assert_ne!(digest(&plain, Scope::Objects, false), digest(&other, Scope::Objects, false));
-        assert_eq!(digest(&plain, Scope::Objects, false), digest(&plain, Scope::Objects, false));
-        // Host code changes only the whole-file identity.
+        assert_eq!(digest(&plain, true), None);
+        assert_ne!(digest(&plain, false), digest(&other, false));
+        assert_eq!(digest(&plain, false), digest(&plain, false));
+        // Host code is not part of it (copies of transformed binaries are
+        // pinned otherwise: Caches::copy_key).
         let host = t.path().join("host");
         flipped(&plain, off - 1, &host);
-        assert_eq!(digest(&plain, Scope::Objects, false), digest(&host, Scope::Objects, false));
-        assert_ne!(digest(&plain, Scope::Whole, false), digest(&host, Scope::Whole, false));
+        assert_eq!(digest(&plain, false), digest(&host, false));
         // Compressed bundles: the headers' content hashes suffice, cheaply;
         // the same library with one code-object byte changed differs.
         let a = t.path().join("a");
         let b = t.path().join("b");
         crate::tools::recompress::recompress(&plain, &a, 3, CcobMethod::Zstd, 3).unwrap();
         crate::tools::recompress::recompress(&other, &b, 3, CcobMethod::Zstd, 3).unwrap();
-        let da = digest(&a, Scope::Objects, true);
+        let da = digest(&a, true);
         assert!(da.is_some());
-        assert_eq!(da, digest(&a, Scope::Objects, false));
-        assert_ne!(da, digest(&b, Scope::Objects, true));
+        assert_eq!(da, digest(&a, false));
+        assert_ne!(da, digest(&b, true));
     }
 }

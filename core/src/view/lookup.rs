@@ -12,7 +12,7 @@ use crate::source::{SourceKind, SourceStat};
 
 use crate::formats::kpack::ArchiveName;
 
-use super::cached::{Caches, Scope};
+use super::cached::Caches;
 use super::{rel_str, Error, Node, Result, View, KPACK_DIR};
 use crate::plan::{ArchiveCompression, FatBinary};
 
@@ -195,7 +195,7 @@ impl View {
             if ap.compressed {
                 // Its size is the compressed form's: computed now (or found
                 // in the cache), once per plan.
-                let len = self.caches.content_id(&fb, Scope::Objects, &|| self.source_of(&bin, &fst)).and_then(|content| {
+                let len = self.caches.content_id(&fb, &|| self.source_of(&bin, &fst)).and_then(|content| {
                     let key = Caches::key(self.tree.root(), &arel, &fst.id(), &content, &self.cfg, "archive");
                     self.caches.compressed_len(&key, &ap, &|| self.source_of(&bin, &fst))
                 });

@@ -11,6 +11,8 @@
 //! never applied to bytes it was not made from.
 
 mod cached;
+#[cfg(test)]
+mod copy_tests;
 mod inodes;
 mod invalidate;
 mod listing;
@@ -45,7 +47,7 @@ use crate::formats::kpack::ArchiveName;
 use crate::layout::Layout;
 use crate::source::{self, FsStats, SourceId, SourceKind, SourceStat, SourceTree};
 
-use cached::{Caches, Scope};
+use cached::{Caches, CopyState};
 use inodes::Inodes;
 use listing::Listing;
 use lookup::Analysis;
@@ -179,6 +181,8 @@ impl View {
             plans_built: s.plans_built.load(Ordering::Relaxed),
             plans_refused: s.plans_refused.load(Ordering::Relaxed),
             probes_run: s.probes_run.load(Ordering::Relaxed),
+            copies_used: s.copies_used.load(Ordering::Relaxed),
+            copies_queued: s.copies_queued.load(Ordering::Relaxed),
             cache_hits: c.hits.load(Ordering::Relaxed),
             cache_misses: c.misses.load(Ordering::Relaxed),
             cache_evictions: c.evictions.load(Ordering::Relaxed),
@@ -449,7 +453,7 @@ impl View {
         let content = match content {
             Content::Archive(ap) if ap.compressed => {
                 let fb = plan_of.as_ref().ok_or_else(|| Error::Changed(rel.display().to_string()))?;
-                let c = self.caches.content_id(fb, Scope::Objects, &|| self.source_of(&bin_rel, &fst))?;
+                let c = self.caches.content_id(fb, &|| self.source_of(&bin_rel, &fst))?;
                 let key = Caches::key(self.tree.root(), rel, &fst.id(), &c, &self.cfg, "archive");
                 let data = self.caches.compressed(&key, &ap, &|| self.source_of(&bin_rel, &fst))?;
                 if data.len() != attr.size {
@@ -461,18 +465,19 @@ impl View {
             c => c,
         };
         let mut of = OpenFile::new(shared, content, file, &fst, attr, rel.to_path_buf());
-        let decodes = match of.content() {
-            Content::Binary(_) => Some((false, Scope::Whole)),
-            Content::Archive(ap) => Some((ap.decodes(), Scope::Objects)),
+        let copied = match of.content() {
+            Content::Binary(_) => Some((false, false)),
+            Content::Archive(ap) => Some((ap.decodes(), true)),
             Content::Pass(_) | Content::Compressed(_) => None,
         };
-        if let (Some((decodes, scope)), Some(fb)) = (decodes, &plan_of) {
-            let key = || {
-                let c = self.caches.content_id(fb, scope, &|| self.source_of(&bin_rel, &fst))?;
-                Ok(Caches::key(self.tree.root(), rel, &fst.id(), &c, &self.cfg, "copy"))
-            };
+        if let (Some((decodes, archive)), Some(fb)) = (copied, &plan_of) {
+            let key = |src: &std::fs::File| self.caches.copy_key(self.tree.root(), rel, fb, archive, src, &self.cfg);
             // The copy is written from a second handle, in the background.
-            self.caches.attach_copy(&mut of, &key, decodes, &|| self.source_of(&bin_rel, &fst).ok());
+            match self.caches.attach_copy(&mut of, &key, decodes, &|| self.source_of(&bin_rel, &fst).ok()) {
+                CopyState::Used => self.stats.copies_used.fetch_add(1, Ordering::Relaxed),
+                CopyState::Queued => self.stats.copies_queued.fetch_add(1, Ordering::Relaxed),
+                CopyState::Neither => 0,
+            };
         }
         Ok(of)
     }

@@ -156,6 +156,10 @@ pub struct Stats {
     /// Files opened to tell whether they are fat binaries (see
     /// `View::fat_files`): what a warm cache directory saves.
     pub probes_run: AtomicU64,
+    /// Opens served from a local copy ([`StatsSnapshot::copies_used`]).
+    pub copies_used: AtomicU64,
+    /// Local copies queued for writing ([`StatsSnapshot::copies_queued`]).
+    pub copies_queued: AtomicU64,
 }
 
 /// A point-in-time copy of the counters.
@@ -169,6 +173,11 @@ pub struct StatsSnapshot {
     pub plans_refused: u64,
     /// Files opened to probe them ([`Stats::probes_run`]).
     pub probes_run: u64,
+    /// Opens of synthesized files served from their local copy (by the
+    /// kernel, with passthrough): what the copies buy.
+    pub copies_used: u64,
+    /// Local copies queued for the background writer: what they cost.
+    pub copies_queued: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
     pub cache_evictions: u64,
@@ -209,6 +218,8 @@ impl fmt::Display for StatsSnapshot {
         writeln!(f, "plans_built {}", self.plans_built)?;
         writeln!(f, "plans_refused {}", self.plans_refused)?;
         writeln!(f, "probes_run {}", self.probes_run)?;
+        writeln!(f, "copies_used {}", self.copies_used)?;
+        writeln!(f, "copies_queued {}", self.copies_queued)?;
         writeln!(f, "cache_hits {}", self.cache_hits)?;
         writeln!(f, "cache_misses {}", self.cache_misses)?;
         writeln!(f, "cache_evictions {}", self.cache_evictions)?;

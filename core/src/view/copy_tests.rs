@@ -1,0 +1,148 @@
+//! Which opens of synthesized files queue a local copy, and which are
+//! served from one ([`CopyPolicy`], `Caches::attach_copy`), counted by the
+//! view's own counters; the copy's bytes against the view's.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{CopyPolicy, View, ViewConfig};
+use crate::data_cache::DiskCache;
+use crate::formats::target::Selection;
+use crate::io::ReadAt;
+
+const LIB: &str = "libtwo.so";
+const ARCHIVE: &str = ".kpack/libtwo.so_gfx90a.kpack";
+
+fn source() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test_assets/bin");
+    std::fs::copy(assets.join(LIB), d.path().join(LIB)).unwrap();
+    d
+}
+
+fn view(src: &Path, cache: &Path, policy: CopyPolicy) -> View {
+    let cfg = ViewConfig {
+        source: src.to_path_buf(),
+        selection: Selection::parse("gfx90a").unwrap(),
+        cache_bytes: 1 << 20,
+        naming: Default::default(),
+        compression: Default::default(),
+        db_rules: Default::default(),
+    };
+    let disk = Arc::new(DiskCache::open(cache, 1 << 30).unwrap());
+    View::new(cfg).unwrap().with_disk_cache(disk, policy).unwrap()
+}
+
+/// (copies queued, opens served from a copy) so far.
+fn counts(v: &View) -> (u64, u64) {
+    let s = v.stats();
+    (s.copies_queued, s.copies_used)
+}
+
+/// Opens `rel` and reads it whole through the view (not the copy), also
+/// saying whether the open came with a local copy, and that copy's bytes.
+fn open(v: &View, rel: &str) -> (Vec<u8>, Option<Vec<u8>>) {
+    let f = v.open_path(Path::new(rel)).unwrap();
+    let mut served = vec![0u8; f.len() as usize];
+    assert_eq!(f.read_at(0, &mut served).unwrap(), served.len(), "{rel}: short read");
+    let copy = f.passthrough_file().map(|c| {
+        let mut b = vec![0u8; f.len() as usize + 1];
+        let n = c.read_at(0, &mut b).unwrap();
+        b.truncate(n);
+        b
+    });
+    (served, copy)
+}
+
+/// Opens `rel` until an open comes with its copy (the background writer
+/// waits for a fresh source to settle: about two seconds here).
+fn until_copied(v: &View, rel: &str) -> Vec<u8> {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let (_, Some(c)) = open(v, rel) {
+            return c;
+        }
+        assert!(Instant::now() < end, "{rel}: no copy written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_file_opened_again_is_copied_and_later_opens_use_the_copy() {
+    let (src, cache) = (source(), tempfile::tempdir().unwrap());
+    let v = view(src.path(), cache.path(), CopyPolicy::Reopened);
+    for rel in [LIB, ARCHIVE] {
+        let (before, _) = counts(&v);
+        let (served, copy) = open(&v, rel);
+        assert!(copy.is_none());
+        assert_eq!(counts(&v).0, before, "{rel}: a file opened once was copied");
+        open(&v, rel);
+        assert_eq!(counts(&v).0, before + 1, "{rel}: the second open queued no copy");
+        assert_eq!(until_copied(&v, rel), served, "{rel}: the copy differs from what the view serves");
+        assert_eq!(counts(&v).0, before + 1, "{rel}: copied twice");
+    }
+    assert!(counts(&v).1 >= 2);
+    // A remount (another view over the same cache directory, in this boot
+    // and over this mount of the source) uses the copies at once.
+    let again = view(src.path(), cache.path(), CopyPolicy::Reopened);
+    for rel in [LIB, ARCHIVE] {
+        assert!(open(&again, rel).1.is_some(), "{rel}: the copy was not found again");
+    }
+    assert_eq!(counts(&again), (0, 2));
+}
+
+#[test]
+fn the_policy_says_which_opens_queue_copies() {
+    let src = source();
+    // `bake` and Windows' mount: files that cost no decode are never
+    // copied; `--materialize`: at the first open.
+    for (policy, queued) in [(CopyPolicy::Never, 0), (CopyPolicy::Decoding, 0), (CopyPolicy::All, 2)] {
+        let cache = tempfile::tempdir().unwrap();
+        let v = view(src.path(), cache.path(), policy);
+        for rel in [LIB, ARCHIVE] {
+            open(&v, rel);
+            open(&v, rel);
+        }
+        assert_eq!(counts(&v).0, queued, "{policy:?}");
+    }
+}
+
+#[test]
+fn a_changed_source_is_never_served_from_the_old_copy() {
+    let (src, cache) = (source(), tempfile::tempdir().unwrap());
+    let v = view(src.path(), cache.path(), CopyPolicy::All);
+    open(&v, LIB);
+    let old = until_copied(&v, LIB);
+    // The same length, one letter of the compiler's note in `.comment`
+    // changed in place: same inode, new ctime.
+    let path = src.path().join(LIB);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // (The last one: the first ones are in the device code.)
+    let at = bytes.windows(13).rposition(|w| w == b"clang version").unwrap();
+    bytes[at] = b'C';
+    std::fs::write(&path, &bytes).unwrap();
+    let (served, copy) = open(&v, LIB);
+    assert!(copy.is_none(), "the new version was served from the old version's copy");
+    let differ: Vec<usize> = (0..old.len()).filter(|&i| served.get(i) != old.get(i)).collect();
+    assert_eq!((served.len(), differ.len()), (old.len(), 1), "not the one-letter change expected");
+    assert_eq!(served[differ[0]], b'C');
+    assert_eq!(until_copied(&v, LIB), served);
+}
+
+#[test]
+fn a_copy_waits_until_its_source_has_settled() {
+    use super::cached::settle;
+    use crate::source::Time;
+    let start = Instant::now();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let sec = now.as_secs() as i64;
+    assert!(settle(Time { sec: sec - 60, nsec: 0 }), "a source changed a minute ago");
+    assert!(settle(Time { sec: 0, nsec: 0 }));
+    assert!(start.elapsed() < Duration::from_secs(1), "waited for a settled source");
+    // A ctime this far ahead of the clock: no copy.
+    assert!(!settle(Time { sec: sec + 60, nsec: 0 }));
+    // Changed just now: the copy waits two seconds.
+    assert!(settle(Time { sec, nsec: now.subsec_nanos() }));
+    assert!(start.elapsed() >= Duration::from_millis(1990), "did not wait for a fresh source: {:?}", start.elapsed());
+}
