@@ -96,17 +96,22 @@ def main():
                 r = kk / bb if kk and bb else None
                 # Issue 23's targets: a cold transformed library >= 0.9x
                 # plainfs; a cold archive against its own source ranges read
-                # with readahead (below); a warm archive >= 0.9x direct.
+                # with readahead (below); a warm archive >= 0.9x direct —
+                # judged on the default mount (below): this one has no
+                # cache directory, so its warm reads are the FUSE page
+                # cache's (kernel-bound, small folios).
                 if it == "transformed" and c == "cold" and b == "plainfs":
                     tgt, met = "≥ 0.90", ok(r is not None and r >= 0.90)
-                if it in ("transformed", "archive") and c == "warm" and b == "direct":
-                    t = 0.90 if it == "archive" else 0.80
-                    tgt, met = f"≥ {t:.2f}", ok(r is not None and r >= t)
                 if it == "data" and b == "direct":
                     tgt, met = "≥ 0.90", ok(r is not None and r >= 0.90)
-                row("3", f"seq. read {label}, {c}", kk, "MB/s", b, bb, tgt, met)
-            km = med(f"f3.{c}.{it}.materialized.mbps")
+                what = f"seq. read {label}, {c}" + (", --cache-dir none" if c == "warm" and it != "data" else "")
+                row("3", what, kk, "MB/s", b, bb, tgt, met)
+            kd = med(f"f3.{c}.{it}.default.mbps")
             bd = med(f"f3.{c}.{it}.direct.mbps")
+            if kd is not None and bd and it in ("transformed", "archive"):
+                t = 0.90 if it == "archive" else 0.80
+                row("3", f"seq. read {label}, {c}, default mount (copied at the 2nd open)", kd, "MB/s", "direct", bd, f"≥ {t:.2f}", ok(kd / bd >= t))
+            km = med(f"f3.{c}.{it}.materialized.mbps")
             if km is not None and bd:
                 r = km / bd
                 tgt, met = ("≥ 0.80", ok(r >= 0.80)) if it in ("transformed", "archive") else ("—", None)
