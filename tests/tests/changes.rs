@@ -375,14 +375,23 @@ fn materialized_copies_follow_source_changes_and_orphans_are_removed() {
     };
     let two = m.path("lib/libtwo.so");
     assert_eq!(fs::read(&two).unwrap(), old);
-    assert!(eventually(10, || copies().len() == 1), "no local copy written");
+    // Read again until copied: a source changed in the last two seconds
+    // is copied once it has settled.
+    assert!(
+        eventually(20, || {
+            let _ = fs::read(&two);
+            copies().len() == 1
+        }),
+        "no local copy written"
+    );
     let first = copies();
     assert!(first[0].1 == old, "local copy differs from the view");
 
     // A new source version gets a copy of its own; the old one is evicted.
     let new = replace_libtwo_by_rename(root, &two, arch);
     assert!(
-        eventually(10, || {
+        eventually(20, || {
+            let _ = fs::read(&two);
             let c = copies();
             c.len() == 1 && c[0].0 != first[0].0
         }),

@@ -52,6 +52,10 @@ impl Key {
         Key(h.finalize().into())
     }
 
+    pub fn bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
     pub fn hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }

@@ -141,8 +141,8 @@ impl CopyPolicy {
 pub struct CopyKey {
     key: Key,
     /// For a key pinned to the source's instance rather than its content:
-    /// the source's ctime, which must lie [`SETTLE`] in the past before
-    /// the copy is read (see [`Caches::copy_key`]).
+    /// the source's ctime, which must lie [`SETTLE`] in the past before a
+    /// copy is queued (see [`Caches::copy_key`]).
     settle: Option<Time>,
 }
 
@@ -158,10 +158,16 @@ pub enum CopyState {
 }
 
 /// How far in the past a source's last change must lie before a copy keyed
-/// by its identity is read: timestamps move in ticks (a jiffy; a second or
-/// two on some file systems), and a change made within the tick of the one
-/// before leaves the ctime as it was.
+/// by its identity is queued (and so read): timestamps move in ticks (a
+/// jiffy; a second or two on some file systems), and a change made within
+/// the tick of the one before leaves the ctime as it was. A file that keeps
+/// changing is never copied; one that settles is at its next open.
 const SETTLE: Duration = Duration::from_secs(2);
+
+/// Copies queued or being written at most: a burst of opens (every version
+/// of a library being replaced over and over) must not pile up jobs, each
+/// holding an open file; what is not queued now is at a later open.
+const MAX_QUEUED: usize = 8;
 
 /// The view's caches and its background copy writer.
 pub(super) struct Caches {
@@ -173,6 +179,8 @@ pub(super) struct Caches {
     pub probes: Option<Arc<RecordStore>>,
     policy: CopyPolicy,
     copies: Option<Copies>,
+    /// [`SETTLE`] (shorter in tests).
+    pub(super) settle: Duration,
     /// Content identities computed in this process, by source version
     /// ([`Caches::content_id`]).
     contents: DashMap<SourceId, [u8; 16]>,
@@ -188,7 +196,15 @@ const BUNDLE_HEAD: usize = 32;
 
 impl Caches {
     pub fn new(cache_bytes: u64) -> Caches {
-        Caches { memory: Arc::new(MemoryCache::new(cache_bytes)), disk: None, probes: None, policy: CopyPolicy::Never, copies: None, contents: DashMap::new() }
+        Caches {
+            memory: Arc::new(MemoryCache::new(cache_bytes)),
+            disk: None,
+            probes: None,
+            policy: CopyPolicy::Never,
+            copies: None,
+            settle: SETTLE,
+            contents: DashMap::new(),
+        }
     }
 
     pub fn with_disk(&mut self, disk: Arc<DiskCache>, policy: CopyPolicy) -> std::io::Result<()> {
@@ -233,24 +249,24 @@ impl Caches {
         ])
     }
 
-    /// The key of the local copy of `rel`, a transformed binary or (with
-    /// `archive`) an archive of binary `fb`, source version `id` open as
-    /// `src`.
+    /// The key of the local copy of `rel`, a transformed binary or archive
+    /// of binary `fb` open as `src`; `decodes`: an archive whose code
+    /// objects come from compressed bundles.
     ///
-    /// An archive of compressed bundles is pinned by its content identity
-    /// (a few small reads): its copy outlives reboots. Anything else has no
+    /// Such an archive is pinned by its content identity if every bundle
+    /// is compressed (a few small reads): its copy outlives reboots. Anything else has no
     /// cheap digest — host code, uncompressed bundles: the whole file or
     /// fat section would be read, at every open of a new process — so its
     /// copy is pinned to the source's instance: this boot and the unique
     /// id of the mount the file is on. Within one mounted file system the
     /// identity changes with the bytes (every write moves the ctime), once
-    /// the copy is read a tick after the last change ([`SETTLE`]); an
+    /// the copy is read a tick after the last change ([`settled`]); an
     /// image mounted in another's place is another mount. Such a copy is
     /// found again by a remount or another daemon in the same boot, not
     /// after a reboot. Without a boot id or mount id (Windows, Linux before
     /// 6.8) the instance is this process.
-    pub fn copy_key(&self, root: &Path, rel: &Path, fb: &FatBinary, archive: bool, src: &File, cfg: &ViewConfig) -> Result<CopyKey> {
-        if archive {
+    pub fn copy_key(&self, root: &Path, rel: &Path, fb: &FatBinary, decodes: bool, src: &File, cfg: &ViewConfig) -> Result<CopyKey> {
+        if decodes {
             let reopen = || src.try_clone().map_err(Error::from);
             if let Some(c) = self.cheap_content_id(fb, &reopen)? {
                 return Ok(CopyKey { key: Self::key(root, rel, &fb.id, &c, cfg, "copy"), settle: None });
@@ -394,12 +410,12 @@ impl Caches {
             CopyPolicy::Reopened => decodes || copies.opened_before(ck.key),
             _ => true,
         };
-        if !(now && copies.claim(ck.key)) {
+        if !now || ck.settle.is_some_and(|t| !settled(t, self.settle)) || !copies.claim(ck.key) {
             return CopyState::Neither;
         }
         match reopen() {
             Some(f) => {
-                copies.submit(ck, of.reopened(f));
+                copies.submit(ck.key, of.reopened(f));
                 CopyState::Queued
             }
             None => {
@@ -420,24 +436,16 @@ fn process_instance() -> [u8; 16] {
     })
 }
 
-/// Waits until a source changed at `ctime` has settled ([`SETTLE`]);
-/// false if its ctime lies further ahead of this clock than that (a
-/// skewed server clock): no copy is keyed by such an identity.
-pub(super) fn settle(ctime: Time) -> bool {
-    let Some(at) = u64::try_from(ctime.sec).ok().map(|s| UNIX_EPOCH + Duration::new(s, ctime.nsec) + SETTLE) else { return true };
-    match at.duration_since(SystemTime::now()) {
-        Err(_) => true,
-        Ok(wait) if wait <= SETTLE => {
-            std::thread::sleep(wait);
-            true
-        }
-        Ok(_) => false,
-    }
+/// Whether a source changed at `ctime` has settled: its ctime lies at
+/// least `after` in the past by this clock ([`SETTLE`]; a ctime ahead of
+/// the clock, a server's skewed one, is not settled).
+pub(super) fn settled(ctime: Time, after: Duration) -> bool {
+    let Some(at) = u64::try_from(ctime.sec).ok().map(|s| UNIX_EPOCH + Duration::new(s, ctime.nsec) + after) else { return true };
+    at <= SystemTime::now()
 }
 
-/// Files opened once, remembered per process before the set is cleared (a
-/// few dozen bytes each).
-const MAX_OPENED: usize = 1 << 14;
+/// Slots of the table of files opened once ([`Copies::opened_before`]).
+const OPENED_SLOTS: usize = 4096;
 
 /// Background writer of local copies: one thread, so copies never compete
 /// with each other (or with readers) for more than one core and disk queue.
@@ -445,24 +453,20 @@ struct Copies {
     /// Keys queued or being written (a failed copy is released and retried
     /// on a later open).
     busy: Arc<Mutex<HashSet<Key>>>,
-    /// Keys of files opened once without a copy ([`CopyPolicy::Reopened`]).
-    opened: Mutex<HashSet<Key>>,
-    jobs: Mutex<Sender<(CopyKey, OpenFile)>>,
+    /// Files opened without a copy ([`CopyPolicy::Reopened`]): a tag of
+    /// each key, in a slot chosen by the key.
+    opened: Mutex<Vec<u64>>,
+    jobs: Mutex<Sender<(Key, OpenFile)>>,
 }
 
 impl Copies {
     fn start(disk: Arc<DiskCache>) -> std::io::Result<Copies> {
-        let (tx, rx) = std::sync::mpsc::channel::<(CopyKey, OpenFile)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(Key, OpenFile)>();
         let busy: Arc<Mutex<HashSet<Key>>> = Arc::default();
         let wbusy = busy.clone();
         std::thread::Builder::new().name("kpackfs-copies".into()).spawn(move || {
-            for (CopyKey { key, settle: ctime }, of) in rx {
+            for (key, of) in rx {
                 let path: PathBuf = of.path.clone();
-                if ctime.is_some_and(|t| !settle(t)) {
-                    log::debug!("{}: no local copy: changed in the future", path.display());
-                    wbusy.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-                    continue;
-                }
                 // A failure the view has already warned about (a damaged
                 // bundle) is not warned about again.
                 let mut reported = false;
@@ -482,29 +486,37 @@ impl Copies {
                 wbusy.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
             }
         })?;
-        Ok(Copies { busy, opened: Mutex::default(), jobs: Mutex::new(tx) })
+        Ok(Copies { busy, opened: Mutex::new(vec![0; OPENED_SLOTS]), jobs: Mutex::new(tx) })
     }
 
-    /// Whether `key` was opened before (and notes that it now was).
+    /// Whether `key` was opened before (and notes that it now was). The
+    /// table is fixed (direct-mapped, one key per slot): its memory never
+    /// grows with the versions seen (a library replaced thousands of times
+    /// is thousands of keys), and a key pushed out by another costs its file
+    /// one more open before it is copied.
     fn opened_before(&self, key: Key) -> bool {
+        let b = key.bytes();
+        let half = |r: std::ops::Range<usize>| b[r].iter().fold(0u64, |a, x| a << 8 | u64::from(*x));
+        // Never zero, the value of an empty slot.
+        let tag = half(0..8) | 1;
+        let slot = (half(8..16) % OPENED_SLOTS as u64) as usize;
         let mut o = self.opened.lock().unwrap_or_else(|p| p.into_inner());
-        if o.len() >= MAX_OPENED {
-            o.clear();
-        }
-        !o.insert(key)
+        std::mem::replace(&mut o[slot], tag) == tag
     }
 
+    /// Takes `key` for a job, unless it is queued already or the queue is
+    /// full ([`MAX_QUEUED`]).
     fn claim(&self, key: Key) -> bool {
-        self.busy.lock().unwrap_or_else(|p| p.into_inner()).insert(key)
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        busy.len() < MAX_QUEUED && busy.insert(key)
     }
 
     fn release(&self, key: &Key) {
         self.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
     }
 
-    fn submit(&self, ck: CopyKey, of: OpenFile) {
-        let key = ck.key;
-        if self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send((ck, of)).is_err() {
+    fn submit(&self, key: Key, of: OpenFile) {
+        if self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send((key, of)).is_err() {
             self.release(&key);
         }
     }

@@ -21,7 +21,14 @@ fn source() -> tempfile::TempDir {
     d
 }
 
+/// A view over `src` keeping copies per `policy` in `cache`, treating
+/// sources as settled at once (the tests' sources were just written; the
+/// settle rule has its own test).
 fn view(src: &Path, cache: &Path, policy: CopyPolicy) -> View {
+    view_settling(src, cache, policy, Duration::ZERO)
+}
+
+fn view_settling(src: &Path, cache: &Path, policy: CopyPolicy, settle: Duration) -> View {
     let cfg = ViewConfig {
         source: src.to_path_buf(),
         selection: Selection::parse("gfx90a").unwrap(),
@@ -31,7 +38,9 @@ fn view(src: &Path, cache: &Path, policy: CopyPolicy) -> View {
         db_rules: Default::default(),
     };
     let disk = Arc::new(DiskCache::open(cache, 1 << 30).unwrap());
-    View::new(cfg).unwrap().with_disk_cache(disk, policy).unwrap()
+    let mut v = View::new(cfg).unwrap();
+    Arc::get_mut(&mut v.caches).unwrap().settle = settle;
+    v.with_disk_cache(disk, policy).unwrap()
 }
 
 /// (copies queued, opens served from a copy) so far.
@@ -55,8 +64,8 @@ fn open(v: &View, rel: &str) -> (Vec<u8>, Option<Vec<u8>>) {
     (served, copy)
 }
 
-/// Opens `rel` until an open comes with its copy (the background writer
-/// waits for a fresh source to settle: about two seconds here).
+/// Opens `rel` until an open comes with its copy (written in the
+/// background).
 fn until_copied(v: &View, rel: &str) -> Vec<u8> {
     let end = Instant::now() + Duration::from_secs(30);
     loop {
@@ -131,18 +140,26 @@ fn a_changed_source_is_never_served_from_the_old_copy() {
 }
 
 #[test]
-fn a_copy_waits_until_its_source_has_settled() {
-    use super::cached::settle;
+fn a_source_is_copied_only_once_it_has_settled() {
+    use super::cached::settled;
     use crate::source::Time;
-    let start = Instant::now();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    let sec = now.as_secs() as i64;
-    assert!(settle(Time { sec: sec - 60, nsec: 0 }), "a source changed a minute ago");
-    assert!(settle(Time { sec: 0, nsec: 0 }));
-    assert!(start.elapsed() < Duration::from_secs(1), "waited for a settled source");
-    // A ctime this far ahead of the clock: no copy.
-    assert!(!settle(Time { sec: sec + 60, nsec: 0 }));
-    // Changed just now: the copy waits two seconds.
-    assert!(settle(Time { sec, nsec: now.subsec_nanos() }));
-    assert!(start.elapsed() >= Duration::from_millis(1990), "did not wait for a fresh source: {:?}", start.elapsed());
+    let (sec, nsec) = (now.as_secs() as i64, now.subsec_nanos());
+    let two = Duration::from_secs(2);
+    assert!(settled(Time { sec: sec - 60, nsec: 0 }, two), "changed a minute ago");
+    assert!(settled(Time { sec: 0, nsec: 0 }, two));
+    assert!(!settled(Time { sec, nsec }, two), "changed just now");
+    assert!(!settled(Time { sec: sec + 60, nsec: 0 }, Duration::ZERO), "a ctime ahead of the clock");
+    // A source written just now is not copied at its first opens; a reader
+    // that keeps opening it gets its copy once it has settled.
+    let (src, cache) = (source(), tempfile::tempdir().unwrap());
+    let v = view_settling(src.path(), cache.path(), CopyPolicy::All, two);
+    let start = Instant::now();
+    open(&v, LIB);
+    open(&v, LIB);
+    if start.elapsed() < Duration::from_secs(1) {
+        assert_eq!(counts(&v).0, 0, "a fresh source was queued for copying");
+    }
+    until_copied(&v, LIB);
+    assert_eq!(counts(&v).0, 1);
 }

@@ -465,13 +465,13 @@ impl View {
             c => c,
         };
         let mut of = OpenFile::new(shared, content, file, &fst, attr, rel.to_path_buf());
-        let copied = match of.content() {
-            Content::Binary(_) => Some((false, false)),
-            Content::Archive(ap) => Some((ap.decodes(), true)),
+        let decodes = match of.content() {
+            Content::Binary(_) => Some(false),
+            Content::Archive(ap) => Some(ap.decodes()),
             Content::Pass(_) | Content::Compressed(_) => None,
         };
-        if let (Some((decodes, archive)), Some(fb)) = (copied, &plan_of) {
-            let key = |src: &std::fs::File| self.caches.copy_key(self.tree.root(), rel, fb, archive, src, &self.cfg);
+        if let (Some(decodes), Some(fb)) = (decodes, &plan_of) {
+            let key = |src: &std::fs::File| self.caches.copy_key(self.tree.root(), rel, fb, decodes, src, &self.cfg);
             // The copy is written from a second handle, in the background.
             match self.caches.attach_copy(&mut of, &key, decodes, &|| self.source_of(&bin_rel, &fst).ok()) {
                 CopyState::Used => self.stats.copies_used.fetch_add(1, Ordering::Relaxed),
