@@ -10,6 +10,7 @@ use super::{CopyPolicy, View, ViewConfig};
 use crate::data_cache::DiskCache;
 use crate::formats::target::Selection;
 use crate::io::ReadAt;
+use crate::plan::ArchiveCompression;
 
 const LIB: &str = "libtwo.so";
 const ARCHIVE: &str = ".kpack/libtwo.so_gfx90a.kpack";
@@ -29,12 +30,16 @@ fn view(src: &Path, cache: &Path, policy: CopyPolicy) -> View {
 }
 
 fn view_settling(src: &Path, cache: &Path, policy: CopyPolicy, settle: Duration) -> View {
+    view_of(src, cache, policy, settle, Default::default())
+}
+
+fn view_of(src: &Path, cache: &Path, policy: CopyPolicy, settle: Duration, compression: ArchiveCompression) -> View {
     let cfg = ViewConfig {
         source: src.to_path_buf(),
         selection: Selection::parse("gfx90a").unwrap(),
         cache_bytes: 1 << 20,
         naming: Default::default(),
-        compression: Default::default(),
+        compression,
         db_rules: Default::default(),
     };
     let disk = Arc::new(DiskCache::open(cache, 1 << 30).unwrap());
@@ -162,4 +167,30 @@ fn a_source_is_copied_only_once_it_has_settled() {
     }
     until_copied(&v, LIB);
     assert_eq!(counts(&v).0, 1);
+}
+
+/// An archive of compressed bundles stored as `none` is copied at its first
+/// open (its bytes cost a decode); an open that has the copy reads it, not
+/// the bundles, wherever the kernel does not serve the copy itself.
+#[test]
+fn reads_of_an_open_with_a_copy_come_from_the_copy() {
+    use crate::formats::bundle::CcobMethod;
+    let (plain, src, cache) = (source(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    crate::tools::recompress::recompress(&plain.path().join(LIB), &src.path().join(LIB), 3, CcobMethod::Zstd, 3).unwrap();
+    let v = view_of(src.path(), cache.path(), CopyPolicy::Decoding, Duration::ZERO, ArchiveCompression::None);
+    let (served, copy) = open(&v, ARCHIVE);
+    assert!(copy.is_none());
+    assert_eq!(counts(&v).0, 1, "an archive that decodes was not copied at its first open");
+    let decodes = v.stats().cache_misses;
+    assert!(decodes > 0, "the archive's objects were not decoded");
+    assert_eq!(until_copied(&v, ARCHIVE), served);
+    // Every object read through the bundles is looked up in the memory
+    // cache (a hit, or a miss and a decode); one read from the copy is not.
+    let lookups = |v: &View| (v.stats().cache_hits, v.stats().cache_misses);
+    let again = v.open_path(Path::new(ARCHIVE)).unwrap();
+    let before = lookups(&v);
+    let mut b = vec![0u8; served.len()];
+    assert_eq!(again.read_at(0, &mut b).unwrap(), b.len());
+    assert!(b == served);
+    assert_eq!(lookups(&v), before, "read through the bundles although the open had its copy");
 }

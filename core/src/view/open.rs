@@ -297,14 +297,22 @@ impl OpenFile {
         }
     }
 
+    /// The cache entry holding every byte served, if there is one: a
+    /// compressed archive's, or a local copy.
+    fn whole(&self) -> Option<&Data> {
+        match &self.content {
+            Content::Compressed(d) => Some(d),
+            _ => self.materialized.as_ref(),
+        }
+    }
+
     /// A local file holding exactly the bytes served, for kernel
     /// passthrough: the source itself when served unchanged, else a
     /// complete disk-cache entry if there is one.
     pub fn passthrough_file(&self) -> Option<&File> {
         match &self.content {
             Content::Pass(_) => Some(&self.file),
-            Content::Compressed(d) => d.file(),
-            _ => self.materialized.as_ref().and_then(Data::file),
+            _ => self.whole().and_then(Data::file),
         }
     }
 
@@ -327,14 +335,18 @@ impl OpenFile {
 
     /// Fills `buf` from `offset`; returns the count (short only at EOF).
     /// Fails with [`Error::Changed`] rather than serve bytes of a source
-    /// that changed under the plan. A compressed archive is read from its
-    /// cache entry, which holds this version's bytes whatever the source
-    /// does next.
+    /// that changed under the plan. A compressed archive, or a file opened
+    /// with a local copy, is read from its cache entry, which holds this
+    /// version's bytes whatever the source does next: one read of one
+    /// file, no decode. (Such reads reach the daemon where the kernel does
+    /// not serve the copy itself: no passthrough — Windows, `--no-passthrough`
+    /// — or an inode still held open in page-cache mode from before its
+    /// copy was ready.)
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let n = match (&self.content, self.layout()) {
-            (Content::Compressed(d), _) => d.read_at(offset, buf)?,
-            (_, Some(l)) => self.read_layout(l, offset, buf)?,
-            (_, None) => 0,
+        let n = match (self.whole(), self.layout()) {
+            (Some(d), _) => d.read_at(offset, buf)?,
+            (None, Some(l)) => self.read_layout(l, offset, buf)?,
+            (None, None) => 0,
         };
         self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
         self.shared.stats.bytes_served.fetch_add(n as u64, Ordering::Relaxed);
@@ -396,11 +408,7 @@ impl OpenFile {
     /// a cache entry by in-kernel copy, a layout extent by extent. Fails
     /// rather than write bytes of a source that changed meanwhile.
     pub fn write_to(&self, dst: &File) -> Result<u64> {
-        let whole = match &self.content {
-            Content::Compressed(d) => Some(d),
-            _ => self.materialized.as_ref(),
-        };
-        if let Some(d) = whole {
+        if let Some(d) = self.whole() {
             match d {
                 Data::File(e) => copy::copy_range(&e.file, 0, dst, 0, e.len)?,
                 Data::Memory(v) => copy::write_all_at(dst, v, 0)?,
