@@ -137,7 +137,7 @@ impl CopyPolicy {
     }
 }
 
-/// The key of a local copy, and what its writer must wait for.
+/// The key of a local copy, and what must hold before one is queued.
 pub struct CopyKey {
     key: Key,
     /// For a key pinned to the source's instance rather than its content:
@@ -250,26 +250,26 @@ impl Caches {
     }
 
     /// The key of the local copy of `rel`, a transformed binary or archive
-    /// of binary `fb` open as `src`; `decodes`: an archive whose code
-    /// objects come from compressed bundles.
+    /// of binary `fb`, version `id` open as `src`; `decodes`: an archive
+    /// whose code objects come from compressed bundles.
     ///
     /// Such an archive is pinned by its content identity if every bundle
-    /// is compressed (a few small reads): its copy outlives reboots. Anything else has no
-    /// cheap digest — host code, uncompressed bundles: the whole file or
-    /// fat section would be read, at every open of a new process — so its
-    /// copy is pinned to the source's instance: this boot and the unique
-    /// id of the mount the file is on. Within one mounted file system the
+    /// is compressed (a few small reads): its copy outlives reboots.
+    /// Anything else has no cheap digest — host code, uncompressed
+    /// bundles: the whole file or fat section would be read, at every open
+    /// of a new process — so its copy is pinned to the source's instance:
+    /// this boot and the unique id of the mount the file is on. Within one mounted file system the
     /// identity changes with the bytes (every write moves the ctime), once
     /// the copy is read a tick after the last change ([`settled`]); an
     /// image mounted in another's place is another mount. Such a copy is
     /// found again by a remount or another daemon in the same boot, not
     /// after a reboot. Without a boot id or mount id (Windows, Linux before
     /// 6.8) the instance is this process.
-    pub fn copy_key(&self, root: &Path, rel: &Path, fb: &FatBinary, decodes: bool, src: &File, cfg: &ViewConfig) -> Result<CopyKey> {
+    pub fn copy_key(&self, root: &Path, rel: &Path, fb: &FatBinary, id: &SourceId, decodes: bool, src: &File, cfg: &ViewConfig) -> Result<CopyKey> {
         if decodes {
             let reopen = || src.try_clone().map_err(Error::from);
             if let Some(c) = self.cheap_content_id(fb, &reopen)? {
-                return Ok(CopyKey { key: Self::key(root, rel, &fb.id, &c, cfg, "copy"), settle: None });
+                return Ok(CopyKey { key: Self::key(root, rel, id, &c, cfg, "copy"), settle: None });
             }
         }
         let boot = self.disk.as_ref().and_then(|d| d.boot());
@@ -277,7 +277,7 @@ impl Caches {
             (Some(boot), Some(mnt)) => Md5::new().chain_update(b"instance").chain_update(boot).chain_update(mnt.to_le_bytes()).finalize().into(),
             _ => process_instance(),
         };
-        Ok(CopyKey { key: Self::key(root, rel, &fb.id, &instance, cfg, "copy"), settle: Some(fb.id.ctime) })
+        Ok(CopyKey { key: Self::key(root, rel, id, &instance, cfg, "copy"), settle: Some(id.ctime) })
     }
 
     /// The content identity of binary `fb`'s code objects (what its

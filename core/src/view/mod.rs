@@ -471,7 +471,8 @@ impl View {
             Content::Pass(_) | Content::Compressed(_) => None,
         };
         if let (Some(decodes), Some(fb)) = (decodes, &plan_of) {
-            let key = |src: &std::fs::File| self.caches.copy_key(self.tree.root(), rel, fb, decodes, src, &self.cfg);
+            let id = fst.id();
+            let key = |src: &std::fs::File| self.caches.copy_key(self.tree.root(), rel, fb, &id, decodes, src, &self.cfg);
             // The copy is written from a second handle, in the background.
             match self.caches.attach_copy(&mut of, &key, decodes, &|| self.source_of(&bin_rel, &fst).ok()) {
                 CopyState::Used => self.stats.copies_used.fetch_add(1, Ordering::Relaxed),
