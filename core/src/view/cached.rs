@@ -249,8 +249,9 @@ impl Caches {
         ])
     }
 
-    /// The key of the local copy of `rel`, a transformed binary or archive
-    /// of binary `fb`, version `id` open as `src`; `decodes`: an archive
+    /// The key of the local copy of a transformed binary or archive of
+    /// binary `fb`, version `id` open as `src` — `key` of what pins its
+    /// bytes ([`Self::key`] of the served file); `decodes`: an archive
     /// whose code objects come from compressed bundles.
     ///
     /// Such an archive is pinned by its content identity if every bundle
@@ -265,11 +266,11 @@ impl Caches {
     /// found again by a remount or another daemon in the same boot, not
     /// after a reboot. Without a boot id or mount id (Windows, Linux before
     /// 6.8) the instance is this process.
-    pub fn copy_key(&self, root: &Path, rel: &Path, fb: &FatBinary, id: &SourceId, decodes: bool, src: &File, cfg: &ViewConfig) -> Result<CopyKey> {
+    pub fn copy_key(&self, fb: &FatBinary, id: &SourceId, decodes: bool, src: &File, key: impl Fn(&[u8; 16]) -> Key) -> Result<CopyKey> {
         if decodes {
             let reopen = || src.try_clone().map_err(Error::from);
             if let Some(c) = self.cheap_content_id(fb, &reopen)? {
-                return Ok(CopyKey { key: Self::key(root, rel, id, &c, cfg, "copy"), settle: None });
+                return Ok(CopyKey { key: key(&c), settle: None });
             }
         }
         let boot = self.disk.as_ref().and_then(|d| d.boot());
@@ -277,7 +278,7 @@ impl Caches {
             (Some(boot), Some(mnt)) => Md5::new().chain_update(b"instance").chain_update(boot).chain_update(mnt.to_le_bytes()).finalize().into(),
             _ => process_instance(),
         };
-        Ok(CopyKey { key: Self::key(root, rel, id, &instance, cfg, "copy"), settle: Some(id.ctime) })
+        Ok(CopyKey { key: key(&instance), settle: Some(id.ctime) })
     }
 
     /// The content identity of binary `fb`'s code objects (what its

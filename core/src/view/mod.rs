@@ -472,7 +472,7 @@ impl View {
         };
         if let (Some(decodes), Some(fb)) = (decodes, &plan_of) {
             let id = fst.id();
-            let key = |src: &std::fs::File| self.caches.copy_key(self.tree.root(), rel, fb, &id, decodes, src, &self.cfg);
+            let key = |src: &std::fs::File| self.caches.copy_key(fb, &id, decodes, src, |pin| Caches::key(self.tree.root(), rel, &id, pin, &self.cfg, "copy"));
             // The copy is written from a second handle, in the background.
             match self.caches.attach_copy(&mut of, &key, decodes, &|| self.source_of(&bin_rel, &fst).ok()) {
                 CopyState::Used => self.stats.copies_used.fetch_add(1, Ordering::Relaxed),
