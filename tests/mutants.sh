@@ -9,7 +9,7 @@
 # unviable.txt); the summary is kept in tests/MUTANTS.md.
 #
 # Usage: bash tests/mutants.sh [MODULE...]     (default: all, in this order)
-#   MODULE: target best_for ccob bundle kpack marker wrapper elf coff db cache
+#   MODULE: target best_for ccob bundle kpack marker wrapper elf coff db cache copies
 # Each module runs with the tests that cover it: kpackfs-core's unit tests
 # (`--lib`; the integration tests under core/tests are added where they are
 # the ones that exercise the module). The end-to-end suite (tests/) is not
@@ -18,16 +18,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo-mutants >/dev/null || { echo "mutants.sh: cargo install cargo-mutants --locked" >&2; exit 2; }
+# cargo-mutants copies the whole tree but target/ (its --gitignore cannot
+# be combined with --copy-target): bench/work, gigabytes of benchmark
+# inputs, would fill the scratch file system.
+if [ -d bench/work ]; then
+  echo "mutants.sh: bench/work ($(du -sh bench/work | cut -f1)) would be copied for every run: move it out of the tree first" >&2
+  exit 2
+fi
 
 run() { # name, then cargo-mutants filter arguments
   local name=$1; shift
   echo "== $name"
   mkdir -p "mutants.out/$name"
-  # --copy-target: reuse the already-built dependencies of ./target (or set
-  # CARGO_TARGET_DIR to a directory of the run's own: the scratch copy then
-  # builds there, incrementally); one job (the machine is shared); mutants
-  # that hang are cut at 3x the baseline time.
-  cargo mutants -p kpackfs-core --test-package kpackfs-core --copy-target=true -j 1 \
+  # --copy-target: reuse the already-built dependencies of ./target; or
+  # set CARGO_TARGET_DIR to a directory of the run's own, where the scratch
+  # copy then builds incrementally (with MUTANTS_COPY_TARGET=false when
+  # ./target, many GB, is too big to copy: the baseline builds it once).
+  # One job (the machine is shared); mutants that hang are cut at 3x the
+  # baseline time.
+  cargo mutants -p kpackfs-core --test-package kpackfs-core --copy-target="${MUTANTS_COPY_TARGET:-true}" -j 1 \
     --timeout-multiplier 3 --build-timeout-multiplier 3 --no-shuffle \
     -o "mutants.out/$name" "$@" || true
   for f in caught missed timeout unviable; do
@@ -37,7 +46,7 @@ run() { # name, then cargo-mutants filter arguments
 }
 
 modules=("$@")
-[ ${#modules[@]} -gt 0 ] || modules=(target best_for ccob bundle kpack marker wrapper elf coff db cache)
+[ ${#modules[@]} -gt 0 ] || modules=(target best_for ccob bundle kpack marker wrapper elf coff db cache copies)
 # Extra cargo-mutants arguments for every module, e.g. to re-run the
 # survivors of an earlier run: MUTANTS_EXTRA="-F read_frames" (split at spaces).
 read -r -a extra <<< "${MUTANTS_EXTRA:-}"
@@ -65,6 +74,10 @@ for m in "${modules[@]}"; do
     # The disk cache's meta and seal, and how an entry is trusted (lookup,
     # compute): its own tests, with hand-made damage and forged seals.
     cache)    run cache    -f core/src/data_cache/meta.rs -f core/src/data_cache/disk.rs -C --lib "${extra[@]}" -- -- data_cache:: ;;
+    # Local copies: which opens queue one, which are served from one, and
+    # their keys (view/cached.rs, the reads of view/open.rs): the view's
+    # copy tests and the content-identity test.
+    copies)   run copies   -f core/src/view/cached.rs -f core/src/view/open.rs -F 'attach_copy|copy_key|opened_before|claim|settled|may_copy|process_instance|whole|read_at|passthrough_file|content_digest|content_id' -C --lib "${extra[@]}" -- -- view::copy_tests view::cached ;;
     *) echo "mutants.sh: unknown module $m" >&2; exit 2 ;;
   esac
 done
