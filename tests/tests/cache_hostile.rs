@@ -246,6 +246,20 @@ struct Squash {
 }
 
 impl Squash {
+    /// A reproducible image of `tree` at `img`: fixed times and owner, so
+    /// two trees of the same shape give their files the same identity.
+    fn image(tree: &Path, img: &Path) -> PathBuf {
+        let st = Command::new("mksquashfs")
+            .arg(tree)
+            .arg(img)
+            .args(["-noappend", "-no-xattrs", "-all-root", "-all-time", "1700000000", "-mkfs-time", "1700000000", "-quiet", "-no-progress"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mksquashfs");
+        img.to_path_buf()
+    }
+
     /// Mounts `img` at `at` through `loopdev` (or the first free one).
     fn mount(img: &Path, at: &Path, loopdev: Option<&str>) -> Squash {
         let loopdev = match loopdev {
@@ -264,6 +278,13 @@ impl Squash {
         assert!(st.success(), "mount squashfs");
         s
     }
+}
+
+/// A file's identity as the view keys it: device, inode, size, mtime and
+/// ctime (seconds and nanoseconds).
+fn identity(path: &Path) -> (u64, u64, u64, i64, i64, i64, i64) {
+    let md = fs::metadata(path).unwrap();
+    (md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec())
 }
 
 impl Drop for Squash {
@@ -292,16 +313,7 @@ fn same_identity_different_contents_never_meet_a_stale_entry() {
     for (i, tree) in made.iter().enumerate() {
         let f = fs::OpenOptions::new().write(true).open(tree.join("lib/libx.so")).unwrap();
         f.set_len(len).unwrap();
-        let img = work.path().join(format!("img{i}.sqfs"));
-        let st = Command::new("mksquashfs")
-            .arg(tree)
-            .arg(&img)
-            .args(["-noappend", "-no-xattrs", "-all-root", "-all-time", "1700000000", "-mkfs-time", "1700000000", "-quiet", "-no-progress"])
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success(), "mksquashfs");
-        imgs.push(img);
+        imgs.push(Squash::image(tree, &work.path().join(format!("img{i}.sqfs"))));
     }
     let src = work.path().join("src");
     fs::create_dir(&src).unwrap();
@@ -312,12 +324,10 @@ fn same_identity_different_contents_never_meet_a_stale_entry() {
         let a = Squash::mount(&imgs[0], &src, None);
         let m = Mount::new(Some(&src), device, &opts);
         resolves_to(&m.mnt, "libx.so", "libtwo.so", device);
-        let md = fs::metadata(src.join("lib/libx.so")).unwrap();
-        ((md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec()), a.loopdev.clone())
+        (identity(&src.join("lib/libx.so")), a.loopdev.clone())
     };
     let _b = Squash::mount(&imgs[1], &src, Some(&loopdev));
-    let md = fs::metadata(src.join("lib/libx.so")).unwrap();
-    assert_eq!((md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec()), ident, "the fixture must repeat the identity");
+    assert_eq!(identity(&src.join("lib/libx.so")), ident, "the fixture must repeat the identity");
     let m = Mount::new(Some(&src), device, &opts);
     resolves_to(&m.mnt, "libx.so", "libmulti.so", device);
     drop(m);
@@ -348,16 +358,7 @@ fn a_copy_serves_its_own_mount_of_the_source_only() {
             b[at] = b'C';
         }
         fs::write(tree.join("lib/libx.so"), b).unwrap();
-        let img = work.path().join(format!("img{i}.sqfs"));
-        let st = Command::new("mksquashfs")
-            .arg(&tree)
-            .arg(&img)
-            .args(["-noappend", "-no-xattrs", "-all-root", "-all-time", "1700000000", "-mkfs-time", "1700000000", "-quiet", "-no-progress"])
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success(), "mksquashfs");
-        imgs.push(img);
+        imgs.push(Squash::image(&tree, &work.path().join(format!("img{i}.sqfs"))));
     }
     let src = work.path().join("src");
     fs::create_dir(&src).unwrap();
@@ -378,12 +379,10 @@ fn a_copy_serves_its_own_mount_of_the_source_only() {
         assert!(fs::read(m.path("lib/libx.so")).unwrap() == first);
         assert_eq!(used(&m), 1, "{}", stats(&m.mnt));
         resolves_to(&m.mnt, "libx.so", "libtwo.so", device);
-        let md = fs::metadata(src.join("lib/libx.so")).unwrap();
-        ((md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec()), a.loopdev.clone(), first)
+        (identity(&src.join("lib/libx.so")), a.loopdev.clone(), first)
     };
     let _b = Squash::mount(&imgs[1], &src, Some(&loopdev));
-    let md = fs::metadata(src.join("lib/libx.so")).unwrap();
-    assert_eq!((md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec()), ident, "the fixture must repeat the identity");
+    assert_eq!(identity(&src.join("lib/libx.so")), ident, "the fixture must repeat the identity");
     let m = Mount::new(Some(&src), device, &opts);
     let served = fs::read(m.path("lib/libx.so")).unwrap();
     assert_eq!(used(&m), 0, "the other image's copy was used: {}", stats(&m.mnt));

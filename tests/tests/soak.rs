@@ -36,17 +36,6 @@ fn rss_kib(pid: u32) -> u64 {
     s.lines().find_map(|l| l.strip_prefix("VmRSS:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())).unwrap_or(0)
 }
 
-fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
-}
-
 #[test]
 fn the_inode_table_returns_to_the_live_set_after_the_kernel_forgets() {
     require_root();
@@ -64,7 +53,7 @@ fn the_inode_table_returns_to_the_live_set_after_the_kernel_forgets() {
     // One file held open: it and its directories stay live.
     let held = fs::File::open(m.path("lib/libdemo.so.1.0")).unwrap();
     assert!(
-        wait_until(10, || {
+        eventually(10, || {
             drop_kernel_inodes();
             inodes(&m.mnt) <= 3
         }),
@@ -78,7 +67,7 @@ fn the_inode_table_returns_to_the_live_set_after_the_kernel_forgets() {
     assert_eq!(&b, b"\x7fELF");
     drop(held);
     assert!(
-        wait_until(10, || {
+        eventually(10, || {
             drop_kernel_inodes();
             inodes(&m.mnt) <= 1
         }),
@@ -162,7 +151,7 @@ fn soak(bin: &Path, args: &[&str]) {
     }
     // Baseline once the kernel has forgotten the warm-up's inodes.
     assert!(
-        wait_until(10, || {
+        eventually(10, || {
             drop_kernel_inodes();
             inodes(&m.mnt) <= 1
         }),
@@ -248,7 +237,7 @@ fn soak(bin: &Path, args: &[&str]) {
     replacer.join().unwrap();
     let errors: Vec<String> = readers.into_iter().filter_map(|r| r.join().unwrap()).collect();
     // Nothing held: the table shrinks back to the root.
-    let settled = wait_until(10, || {
+    let settled = eventually(10, || {
         drop_kernel_inodes();
         inodes(&m.mnt) <= 1
     });
