@@ -259,10 +259,11 @@ impl Caches {
     /// Anything else has no cheap digest — host code, uncompressed
     /// bundles: the whole file or fat section would be read, at every open
     /// of a new process — so its copy is pinned to the source's instance:
-    /// this boot and the unique id of the mount the file is on. Within one mounted file system the
-    /// identity changes with the bytes (every write moves the ctime), once
-    /// the copy is read a tick after the last change ([`settled`]); an
-    /// image mounted in another's place is another mount. Such a copy is
+    /// this boot and the unique id of the mount the file is on. Within one
+    /// mounted file system the identity changes with the bytes (every
+    /// write moves the ctime), once the copy is read a tick after the last
+    /// change ([`settled`]); an image mounted in another's place is another
+    /// mount. Such a copy is
     /// found again by a remount or another daemon in the same boot, not
     /// after a reboot. Without a boot id or mount id (Windows, Linux before
     /// 6.8) the instance is this process.

@@ -433,7 +433,7 @@ impl OpenFile {
     /// to be read warm. A whole local copy (a cache entry) is copied in the
     /// kernel when the sink is a file.
     pub(super) fn write_to_sink(&self, sink: &mut dyn Sink) -> Result<u64> {
-        let Some(layout) = self.layout().filter(|_| self.materialized.is_none()) else {
+        let Some(layout) = self.layout().filter(|_| self.whole().is_none()) else {
             if let Some(f) = sink.as_file() {
                 return self.write_to(f);
             }
